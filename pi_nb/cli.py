@@ -1,0 +1,166 @@
+"""`pi-nb`: inspect and drive Pi sessions from a terminal, over the same API as the notebook."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .session.jsonl import SessionError, SessionLoadWarning
+
+
+class CliError(Exception):
+    """A user mistake: printed as one line, exit status 2."""
+
+
+def _open(path: str, leaf: str | None = None):
+    from .session.tree import SessionTree
+
+    tree = SessionTree.open(path)
+    if leaf is not None:
+        if leaf not in tree:
+            raise CliError(f"{path}: no entry with id {leaf!r}")
+        tree.branch(leaf)
+    return tree
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    """The projection as the model will see it (Pi's buildSessionContext)."""
+    from .render import render_context
+
+    tree = _open(args.file, args.leaf)
+    projection = tree.projection()
+    if args.json:
+        out = {
+            "leafId": tree.leaf_id,
+            "model": projection.model,
+            "thinkingLevel": projection.thinking_level,
+            "messages": projection.messages,
+            "tokens": tree.context_tokens().to_dict(),
+        }
+        _print_json(out)
+    else:
+        print(render_context(tree))
+        t = tree.context_tokens()
+        print(f"-- {len(projection.messages)} messages, ~{t.tokens} tokens (estimated)")
+    return 0
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    """The session tree, one line per entry; * = current path, @ = leaf."""
+    from .render import render_tree
+
+    tree = _open(args.file, args.leaf)
+    print(render_tree(tree, max_lines=args.max_lines))
+    return 0
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    """Estimated (Pi heuristic, usage-first) and tiktoken token figures for the context."""
+    from .tokens import count_exact, estimate_tokens
+
+    tree = _open(args.file, args.leaf)
+    projection = tree.projection()
+    estimate = tree.context_tokens()
+    heuristic = sum(estimate_tokens(m) for m in projection.messages)
+    from .messages import convert_to_llm
+
+    exact = count_exact(convert_to_llm(projection.messages), args.model)
+    figures: dict[str, Any] = {
+        "messages": len(projection.messages),
+        "contextTokens": estimate.tokens,
+        "usageTokens": estimate.usageTokens,
+        "trailingTokens": estimate.trailingTokens,
+        "heuristicTokens": heuristic,
+        "tiktokenTokens": exact.tokens,
+        "tiktokenEncoding": exact.encoding,
+        "tiktokenKind": exact.kind,
+    }
+    if args.json:
+        _print_json(figures)
+    else:
+        source = "usage + estimate" if estimate.lastUsageIndex is not None else "estimate"
+        print(f"messages in context : {figures['messages']}")
+        print(f"context tokens      : {estimate.tokens} ({source}, Pi's rule)")
+        print(f"chars/4 heuristic   : {heuristic} (estimated)")
+        print(f"tiktoken {exact.encoding:<11}: {exact.tokens} ({exact.kind} for {args.model or 'gpt-4o'})")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Open a session file (a bundled sample by default) and print tree, context and tokens."""
+    from .samples import sample_session_path
+
+    path = args.file or sample_session_path()
+    print(f"== session {path}")
+    for fn, ns in (
+        (cmd_tree, argparse.Namespace(file=path, leaf=None, max_lines=60)),
+        (cmd_context, argparse.Namespace(file=path, leaf=None, json=False)),
+        (cmd_tokens, argparse.Namespace(file=path, leaf=None, model=None, json=False)),
+    ):
+        print(f"\n== {fn.__doc__.splitlines()[0] if fn.__doc__ else fn.__name__}")
+        fn(ns)
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False))
+    sys.stdout.write("\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pi-nb", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=fn)
+        return p
+
+    p = add("context", cmd_context, "print the model-visible context of a session")
+    p.add_argument("file")
+    p.add_argument("--leaf", help="entry id to project from (default: the file's leaf)")
+    p.add_argument("--json", action="store_true", help="one JSON object, as Pi builds it")
+
+    p = add("tree", cmd_tree, "print the session tree")
+    p.add_argument("file")
+    p.add_argument("--leaf")
+    p.add_argument("--max-lines", type=int, default=None)
+
+    p = add("tokens", cmd_tokens, "token figures for the context")
+    p.add_argument("file")
+    p.add_argument("--leaf")
+    p.add_argument("--model", default=None, help="litellm model name for the tiktoken count")
+    p.add_argument("--json", action="store_true")
+
+    p = add("demo", cmd_demo, "print tree, context and tokens of a session (sample by default)")
+    p.add_argument("file", nargs="?")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `pi-nb` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SessionLoadWarning)
+            status = args.func(args)
+        for warning in caught:
+            print(f"pi-nb: warning: {warning.message}", file=sys.stderr)
+        return status
+    except (CliError, SessionError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"pi-nb: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pi-nb: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

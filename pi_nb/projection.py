@@ -1,0 +1,323 @@
+"""C = P(H): the model-visible context derived from the session tree (Pi 1.3 semantics).
+
+Walk the branch root→leaf; the latest compaction on it contributes its summary, then the
+entries it kept (from ``firstKeptEntryId``), then everything after it; context edits
+replace or omit single messages. Every message keeps a link to the entry that produced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .session.entries import Entry, Message, iso_to_ms
+
+# Roles a context edit's replacement applies to.
+_EDITABLE_ROLES = ("user", "assistant", "toolResult", "custom")
+
+
+@dataclass
+class ProjectedEntry:
+    """One context entry and the messages it contributes (possibly none)."""
+
+    entry: Entry
+    messages: list[Message]
+    edit: Entry | None = None
+
+    @property
+    def id(self) -> str:
+        return self.entry["id"]
+
+    @property
+    def status(self) -> str:
+        """summary | kept | edited | omitted | invisible — how the entry shows in context."""
+        if self.edit is not None:
+            return "omitted" if self.edit.get("replacement") is None else "edited"
+        if self.entry.get("type") == "compaction":
+            return "summary" if self.messages else "invisible"
+        return "kept" if self.messages else "invisible"
+
+
+class Projection:
+    """The projection of one branch: context entries, messages and settings in force.
+
+    Projections made by appending share their lists with the one they extend (so keeping
+    the current projection up to date costs O(1) per append); each object only ever
+    shows its own prefix of them.
+    """
+
+    def __init__(
+        self,
+        leaf_id: str | None,
+        path: list[Entry],
+        entries: list[ProjectedEntry],
+        thinking_level: str = "off",
+        model: dict[str, Any] | None = None,
+        compaction: Entry | None = None,
+        edits: dict[str, Entry] | None = None,
+        messages: list[Message] | None = None,
+    ) -> None:
+        self.leaf_id = leaf_id
+        self.thinking_level = thinking_level
+        self.model = model
+        self.compaction = compaction
+        self.edits = edits or {}
+        self._path = path
+        self._entries = entries
+        self._messages = messages if messages is not None else [
+            m for pe in entries for m in pe.messages
+        ]
+        self._n = (len(path), len(entries), len(self._messages))
+        self.tokens: Any = None  # ContextTokens, filled by whoever computes them first
+
+    @property
+    def path(self) -> list[Entry]:
+        """Entries root→leaf (all types)."""
+        store = self._path
+        return store if len(store) == self._n[0] else store[: self._n[0]]
+
+    @property
+    def entries(self) -> list[ProjectedEntry]:
+        """Context entries with the messages each contributes."""
+        store = self._entries
+        return store if len(store) == self._n[1] else store[: self._n[1]]
+
+    @property
+    def messages(self) -> list[Message]:
+        """All messages the model sees next, in order (Pi's AgentMessage objects)."""
+        store = self._messages
+        return store if len(store) == self._n[2] else store[: self._n[2]]
+
+    def source_of(self, message_index: int) -> ProjectedEntry:
+        """The context entry that produced ``messages[message_index]``."""
+        seen = 0
+        for pe in self.entries:
+            seen += len(pe.messages)
+            if message_index < seen:
+                return pe
+        raise IndexError(message_index)
+
+    def to_context(self) -> dict[str, Any]:
+        """`{messages, thinkingLevel, model}` like Pi's buildSessionContext()."""
+        return {"messages": self.messages, "thinkingLevel": self.thinking_level, "model": self.model}
+
+    def __repr__(self) -> str:
+        return (
+            f"<Projection leaf={self.leaf_id} {len(self.entries)} entries, "
+            f"{len(self.messages)} messages>"
+        )
+
+
+# --- entry → messages ---------------------------------------------------------------------
+
+
+def compaction_summary_message(entry: Entry) -> Message:
+    return {
+        "role": "compactionSummary",
+        "summary": entry.get("summary"),
+        "tokensBefore": entry.get("tokensBefore"),
+        "timestamp": iso_to_ms(entry.get("timestamp")),
+    }
+
+
+def entry_messages(entry: Entry) -> list[Message]:
+    """The messages one entry contributes when it is in context (before edits)."""
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            return []
+        role = message.get("role")
+        if role == "system" and message.get("content") is None:
+            return [{**message, "content": ""}]
+        if role in ("user", "assistant", "toolResult") and message.get("content") is None:
+            return [{**message, "content": []}]
+        return [message]
+    if kind == "custom_message":
+        content = entry.get("content")
+        message: Message = {
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": [] if content is None else content,
+            "display": entry.get("display"),
+        }
+        if "details" in entry:
+            message["details"] = entry["details"]
+        message["timestamp"] = iso_to_ms(entry.get("timestamp"))
+        return [message]
+    if kind == "branch_summary" and entry.get("summary"):
+        return [
+            {
+                "role": "branchSummary",
+                "summary": entry["summary"],
+                "fromId": entry.get("fromId"),
+                "timestamp": iso_to_ms(entry.get("timestamp")),
+            }
+        ]
+    if kind == "compaction":
+        summary = compaction_summary_message(entry)
+        system = entry.get("systemMessage")
+        return [system, summary] if system else [summary]
+    return []
+
+
+def apply_edit(messages: list[Message], edit: Entry | None) -> list[Message]:
+    """Apply one context edit to an entry's messages (null omits; content replaces)."""
+    if edit is None:
+        return messages
+    replacement = edit.get("replacement")
+    if replacement is None:
+        return []
+    if not isinstance(replacement, dict):
+        return messages
+    content = replacement.get("content")
+    out = []
+    for message in messages:
+        role = message.get("role")
+        if role not in _EDITABLE_ROLES:
+            out.append(message)
+            continue
+        new_content = (
+            [{"type": "text", "text": content}]
+            if role in ("assistant", "toolResult") and isinstance(content, str)
+            else content
+        )
+        out.append({**message, "content": new_content})
+    return out
+
+
+# --- the projection -------------------------------------------------------------------------
+
+
+def session_path(
+    entries: Sequence[Entry], leaf_id: str | None | object, by_id: Mapping[str, Entry]
+) -> list[Entry]:
+    """Root→leaf. ``None`` = empty; an unknown or missing leaf falls back to the last entry."""
+    if leaf_id is None:
+        return []
+    leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
+    if leaf is None:
+        leaf = entries[-1] if entries else None
+    path: list[Entry] = []
+    seen: set[str] = set()
+    while leaf is not None and leaf.get("id") not in seen:
+        seen.add(leaf.get("id"))
+        path.append(leaf)
+        parent = leaf.get("parentId")
+        leaf = by_id.get(parent) if isinstance(parent, str) and parent else None
+    path.reverse()
+    return path
+
+
+def settings_on_path(path: Sequence[Entry]) -> tuple[str, dict[str, Any] | None]:
+    """(thinking level, model) in force at the end of the path; assistants set the model."""
+    thinking = "off"
+    model: dict[str, Any] | None = None
+    for entry in path:
+        kind = entry.get("type")
+        if kind == "thinking_level_change":
+            thinking = entry.get("thinkingLevel")
+        elif kind == "model_change":
+            model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+        elif kind == "message":
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                model = {"provider": message.get("provider"), "modelId": message.get("model")}
+    return thinking, model
+
+
+def context_entries(path: Sequence[Entry]) -> tuple[list[Entry], Entry | None]:
+    """Pi's buildContextEntries: [C, kept…, after…] or the whole path; plus C."""
+    compaction_index = -1
+    for index, entry in enumerate(path):
+        if entry.get("type") == "compaction":
+            compaction_index = index
+    if compaction_index < 0:
+        return list(path), None
+    compaction = path[compaction_index]
+    first_kept = compaction.get("firstKeptEntryId")
+    out = [compaction]
+    found = False
+    for entry in path[:compaction_index]:
+        if entry.get("id") == first_kept:
+            found = True
+        if found and not _is_system_message(entry):
+            out.append(entry)
+    out.extend(path[compaction_index + 1 :])
+    return out, compaction
+
+
+def _is_system_message(entry: Entry) -> bool:
+    message = entry.get("message")
+    return entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "system"
+
+
+def build_session_projection(
+    entries: Sequence[Entry],
+    leaf_id: str | None | object = ...,
+    by_id: Mapping[str, Entry] | None = None,
+) -> Projection:
+    """Project a branch, as Pi 1.3's buildSessionProjection (leaf defaults to the last entry)."""
+    if by_id is None:
+        by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
+    path = session_path(entries, leaf_id if leaf_id is not ... else "", by_id)
+    thinking, model = settings_on_path(path)
+    chosen, compaction = context_entries(path)
+    edits: dict[str, Entry] = {}
+    for entry in chosen:
+        if entry.get("type") == "context_edit" and isinstance(entry.get("targetId"), str):
+            edits[entry["targetId"]] = entry
+    projected = []
+    for index, entry in enumerate(chosen):
+        if entry.get("type") == "compaction" and index > 0:
+            projected.append(ProjectedEntry(entry, []))
+            continue
+        edit = edits.get(entry.get("id"))
+        projected.append(ProjectedEntry(entry, apply_edit(entry_messages(entry), edit), edit))
+    return Projection(
+        leaf_id=path[-1]["id"] if path else None,
+        path=path,
+        entries=projected,
+        thinking_level=thinking,
+        model=model,
+        compaction=compaction,
+        edits=edits,
+    )
+
+
+def extend_projection(previous: Projection, entry: Entry) -> Projection | None:
+    """The projection after appending ``entry`` as a child of ``previous``'s leaf.
+
+    O(1): the new projection shares (and appends to) ``previous``'s lists. None when the
+    entry changes earlier parts of the projection (a compaction or a context edit), or
+    when ``previous`` is not the newest user of its lists; the caller then rebuilds.
+    """
+    kind = entry.get("type")
+    if kind in ("compaction", "context_edit"):
+        return None
+    if (len(previous._path), len(previous._entries), len(previous._messages)) != previous._n:
+        return None
+    thinking, model = previous.thinking_level, previous.model
+    if kind == "thinking_level_change":
+        thinking = entry.get("thinkingLevel")
+    elif kind == "model_change":
+        model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+    elif kind == "message":
+        message = entry.get("message")
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            model = {"provider": message.get("provider"), "modelId": message.get("model")}
+    added = ProjectedEntry(entry, entry_messages(entry))
+    previous._path.append(entry)
+    previous._entries.append(added)
+    previous._messages.extend(added.messages)
+    return Projection(
+        leaf_id=entry["id"],
+        path=previous._path,
+        entries=previous._entries,
+        thinking_level=thinking,
+        model=model,
+        compaction=previous.compaction,
+        edits=previous.edits,
+        messages=previous._messages,
+    )

@@ -1,0 +1,125 @@
+"""Plain-text renderings of sessions shared by the CLI and the notebook (no dependencies)."""
+
+from __future__ import annotations
+
+from .messages import content_text
+from .session.entries import Entry
+from .session.tree import SessionTree, TreeNode
+from .tokens import TokenCache
+
+
+def one_line(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def describe_entry(entry: Entry, width: int = 60) -> str:
+    """A short human description of an entry: kind, role and a text preview."""
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message") or {}
+        role = message.get("role", "?")
+        if role == "assistant":
+            parts = []
+            calls = []
+            for block in message.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "text":
+                    parts.append(block.get("text") or "")
+                elif isinstance(block, dict) and block.get("type") == "toolCall":
+                    calls.append(str(block.get("name")))
+            text = " ".join(parts)
+            if calls:
+                text = (text + " " if text else "") + "→ " + ", ".join(calls)
+            stop = message.get("stopReason")
+            if stop in ("error", "aborted", "length"):
+                text = f"[{stop}] " + (text or message.get("errorMessage") or "")
+            return f"assistant: {one_line(text, width)}"
+        if role == "toolResult":
+            flag = " (error)" if message.get("isError") else ""
+            return f"toolResult {message.get('toolName', '')}{flag}: " + one_line(
+                content_text(message.get("content")), width
+            )
+        if role == "bashExecution":
+            return f"bash: {one_line(str(message.get('command', '')), width)}"
+        return f"{role}: {one_line(content_text(message.get('content')), width)}"
+    if kind == "compaction":
+        return (
+            f"compaction (keeps from {entry.get('firstKeptEntryId')}, "
+            f"{entry.get('tokensBefore')} tokens before): {one_line(str(entry.get('summary', '')), 40)}"
+        )
+    if kind == "branch_summary":
+        return f"branch summary (from {entry.get('fromId')}): {one_line(str(entry.get('summary', '')), 40)}"
+    if kind == "context_edit":
+        what = "omit" if entry.get("replacement") is None else "replace"
+        return f"context edit: {what} {entry.get('targetId')}"
+    if kind == "label":
+        return f"label {entry.get('targetId')}: {entry.get('label') or '(cleared)'}"
+    if kind == "model_change":
+        return f"model → {entry.get('provider')}/{entry.get('modelId')}"
+    if kind == "thinking_level_change":
+        return f"thinking → {entry.get('thinkingLevel')}"
+    if kind == "custom_message":
+        return f"custom message [{entry.get('customType')}]: " + one_line(
+            content_text(entry.get("content")), width
+        )
+    if kind == "custom":
+        return f"custom [{entry.get('customType')}]"
+    if kind == "session_info":
+        return f"session name: {entry.get('name')}"
+    if kind == "usage":
+        return f"usage [{entry.get('kind')}] {entry.get('provider')}/{entry.get('model')}"
+    return f"{kind}"
+
+
+def render_tree(tree: SessionTree, width: int = 60, max_lines: int | None = None) -> str:
+    """The tree as text: one line per entry, indented at forks.
+
+    ``*`` marks the current path, ``@`` the leaf; labels in brackets; context edits and
+    compactions are named on their line.
+    """
+    on_path = {e["id"] for e in tree.get_branch()}
+    leaf = tree.leaf_id
+    lines: list[str] = []
+    # (node, depth, starts a fork?) — depth grows only where the tree forks.
+    stack: list[tuple[TreeNode, int, bool]] = [(n, 0, False) for n in reversed(tree.tree())]
+    while stack:
+        node, depth, forked = stack.pop()
+        eid = node.entry["id"]
+        mark = "@" if eid == leaf else ("*" if eid in on_path else " ")
+        label = f" [{node.label}]" if node.label else ""
+        indent = "  " * depth + ("├ " if forked else "")
+        lines.append(f"{mark} {indent}{eid} {describe_entry(node.entry, width)}{label}")
+        if max_lines is not None and len(lines) >= max_lines:
+            lines.append(f"  … ({len(tree.entries) - len(lines) + 1} more entries)")
+            break
+        if len(node.children) == 1:
+            stack.append((node.children[0], depth, False))
+        else:
+            stack.extend((child, depth + 1, True) for child in reversed(node.children))
+    return "\n".join(lines)
+
+
+def render_context(tree: SessionTree, leaf_id: str | None = None, width: int = 80) -> str:
+    """The projection as text: one line per message with its source entry and tokens."""
+    projection = tree.projection(leaf_id) if leaf_id else tree.projection()
+    cache = TokenCache()
+    lines = []
+    index = 0
+    for pe in projection.entries:
+        for message in pe.messages:
+            role = message.get("role")
+            if role in ("compactionSummary", "branchSummary"):
+                text = str(message.get("summary", ""))
+            elif role == "assistant":
+                text = describe_entry({"type": "message", "message": message}, width)[len("assistant: "):]
+            elif role == "bashExecution":
+                text = str(message.get("command", ""))
+            else:
+                text = content_text(message.get("content"))
+            status = pe.status
+            lines.append(
+                f"{index:>4} {role:<17} {cache.estimate(message):>6} tok  {pe.id} {status:<8} "
+                f"{one_line(text, width)}"
+            )
+            index += 1
+    return "\n".join(lines)

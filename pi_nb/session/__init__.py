@@ -1,0 +1,35 @@
+"""The session store: Pi-compatible JSONL files as an append-only tree of entries."""
+
+from .entries import CURRENT_SESSION_VERSION, Entry, Message, js_len, js_stringify
+from .jsonl import (
+    LoadReport,
+    NotASessionError,
+    SessionError,
+    SessionLoadWarning,
+    SkippedLine,
+    load_file,
+)
+from .listing import SessionInfo, agent_dir, default_session_dir, list_sessions
+from .tree import ContextEditError, EntryNotFoundError, SessionTree, TreeNode
+
+__all__ = [
+    "CURRENT_SESSION_VERSION",
+    "ContextEditError",
+    "Entry",
+    "EntryNotFoundError",
+    "LoadReport",
+    "Message",
+    "NotASessionError",
+    "SessionError",
+    "SessionInfo",
+    "SessionLoadWarning",
+    "SessionTree",
+    "SkippedLine",
+    "TreeNode",
+    "agent_dir",
+    "default_session_dir",
+    "js_len",
+    "js_stringify",
+    "list_sessions",
+    "load_file",
+]

@@ -1,0 +1,196 @@
+"""Entry and message shapes, ids and timestamps, with JavaScript-compatible helpers.
+
+Entries are plain dicts exactly as they appear on disk (so unknown fields survive a round
+trip); the TypedDicts below document the known shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Container
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal, TypedDict
+
+CURRENT_SESSION_VERSION = 3
+
+ENTRY_TYPES = (
+    "message",
+    "thinking_level_change",
+    "model_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "session_info",
+    "usage",
+    "context_edit",
+)
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+Entry = dict[str, Any]
+Message = dict[str, Any]
+
+
+class SessionHeader(TypedDict, total=False):
+    type: Literal["session"]
+    version: int
+    id: str
+    timestamp: str
+    cwd: str
+    parentSession: str
+
+
+class Usage(TypedDict, total=False):
+    input: int
+    output: int
+    cacheRead: int
+    cacheWrite: int
+    totalTokens: int
+    cost: dict[str, float]
+
+
+class CompactionEntry(TypedDict, total=False):
+    type: Literal["compaction"]
+    id: str
+    parentId: str | None
+    timestamp: str
+    summary: str
+    firstKeptEntryId: str
+    tokensBefore: int
+    details: Any
+    usage: Usage
+    fromHook: bool
+    systemMessage: Message
+
+
+class ContextEditEntry(TypedDict):
+    type: Literal["context_edit"]
+    id: str
+    parentId: str | None
+    timestamp: str
+    targetId: str
+    replacement: dict[str, Any] | None
+
+
+def empty_usage() -> Usage:
+    """A zero usage record in Pi's shape."""
+    return {
+        "input": 0,
+        "output": 0,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": 0,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+    }
+
+
+# --- ids and clocks ---------------------------------------------------------------------
+
+
+def new_entry_id(taken: Container[str] = (), rand: Callable[[], str] | None = None) -> str:
+    """An 8-hex id like Pi's (first 8 chars of a random UUID), redrawn on collision."""
+    draw = rand or (lambda: secrets.token_hex(4))
+    for _ in range(100):
+        candidate = draw()
+        if candidate not in taken:
+            return candidate
+    return str(uuid.uuid4())
+
+
+def new_session_id() -> str:
+    """A UUID v7 (time-ordered), as Pi 1.3 uses for session ids."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def now_iso() -> str:
+    """Current UTC time as JavaScript's `toISOString()` writes it (ms precision, `Z`)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_to_ms(value: Any) -> int | None:
+    """`new Date(value).getTime()` for ISO strings; None where JavaScript gives NaN."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        # ECMAScript reads a date-time without offset as local time.
+        parsed = parsed.astimezone()
+    return (parsed - _EPOCH) // timedelta(milliseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+# --- JavaScript-compatible measurements ----------------------------------------------------
+
+
+def js_len(text: str) -> int:
+    """Length in UTF-16 code units, as JavaScript's `.length` counts."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _js_number(value: float) -> str:
+    if value != value or value in (math.inf, -math.inf):
+        return "null"
+    if value == int(value) and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    if "e" in text:
+        mantissa, exp = text.split("e")
+        sign = "-" if exp.startswith("-") else "+"
+        text = f"{mantissa}e{sign}{int(exp.lstrip('+-'))}"
+    return text
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+
+
+def _js_string(text: str) -> str:
+    out = json.dumps(text, ensure_ascii=False)
+    if not text.isascii() and _LONE_SURROGATE.search(out):
+        out = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+    return out
+
+
+def js_stringify(value: Any) -> str:
+    """`JSON.stringify(value)`: compact, keys in insertion order, JS number formatting."""
+    if value is None or value is True or value is False:
+        return json.dumps(value)
+    if isinstance(value, str):
+        return _js_string(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _js_number(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_js_string(str(k))}:{js_stringify(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(js_stringify(v) for v in value) + "]"
+    return _js_string(str(value))
+
+
+def dumps_line(entry: Any) -> str:
+    """Serialize one entry as a JSON line the way Pi writes it (no trailing newline)."""
+    return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)

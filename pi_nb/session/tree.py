@@ -1,0 +1,629 @@
+"""The session tree: append-only entries, a leaf pointer, branches, labels and forks.
+
+Pi's SessionManager semantics (1.3): appending makes the new entry a child of the leaf and
+moves the leaf there; moving the leaf and appending again makes a branch; nothing already
+written is ever changed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .entries import (
+    CURRENT_SESSION_VERSION,
+    Entry,
+    Message,
+    new_entry_id,
+    new_session_id,
+    now_iso,
+)
+from .jsonl import Appender, LoadReport, SessionError, load_file
+
+if TYPE_CHECKING:
+    from ..projection import Projection
+    from ..tokens import ContextTokens, TokenCache
+
+
+class EntryNotFoundError(SessionError, KeyError):
+    """An entry id that the session does not contain."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "entry not found"
+
+
+class ContextEditError(SessionError, ValueError):
+    """A context edit that Pi 1.3 would refuse."""
+
+
+@dataclass
+class TreeNode:
+    """One node of :meth:`SessionTree.tree`: the entry, its label and its children."""
+
+    entry: Entry
+    children: list[TreeNode] = field(default_factory=list)
+    label: str | None = None
+    label_timestamp: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.entry["id"]
+
+
+class SessionTree:
+    """A Pi session: header + entries in file order, an id index, labels and the leaf.
+
+    Create one with :meth:`create` (new file, written lazily), :meth:`open` (existing file)
+    or :meth:`in_memory`. Every ``append_*`` returns the new entry dict.
+    """
+
+    def __init__(
+        self,
+        header: dict[str, Any],
+        entries: list[Entry] | None = None,
+        path: str | None = None,
+        *,
+        persisted: bool = False,
+        report: LoadReport | None = None,
+        clock: Callable[[], str] = now_iso,
+        id_source: Callable[[], str] | None = None,
+        fsync: bool = False,
+    ) -> None:
+        self.header = header
+        self.entries: list[Entry] = []
+        self.path = path
+        self.report = report or LoadReport()
+        self._clock = clock
+        self._id_source = id_source
+        self._by_id: dict[str, Entry] = {}
+        self._children: dict[str | None, list[str]] = {}
+        self._labels: dict[str, tuple[str, str]] = {}
+        self._leaf_id: str | None = None
+        self._flushed = persisted
+        self._has_conversation = False
+        self._appender = Appender(path, fsync=fsync) if path else None
+        self._listeners: list[Callable[[Entry], None]] = []
+        self._projection_cache: Projection | None = None
+        self._token_cache: TokenCache | None = None
+        for entry in entries or []:
+            self._index(entry)
+
+    # --- construction -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        cwd: str | None = None,
+        *,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        session_dir: str | None = None,
+        **kwargs: Any,
+    ) -> SessionTree:
+        """A new session. The file is created on the first user or assistant message.
+
+        Without ``path`` the file goes to Pi's default folder for ``cwd`` (or
+        ``session_dir``), named ``<time>_<id>.jsonl`` like Pi's.
+        """
+        from .listing import default_session_dir, validate_session_id
+
+        cwd = os.path.abspath(cwd or os.getcwd())
+        sid = session_id or new_session_id()
+        if session_id is not None:
+            validate_session_id(session_id)
+        timestamp = now_iso()
+        header: dict[str, Any] = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": sid,
+            "timestamp": timestamp,
+            "cwd": cwd,
+        }
+        if parent_session is not None:
+            header["parentSession"] = parent_session
+        if path is None:
+            folder = session_dir or default_session_dir(cwd)
+            file_ts = timestamp.replace(":", "-").replace(".", "-")
+            path = os.path.join(folder, f"{file_ts}_{sid}.jsonl")
+        path = os.path.abspath(os.fspath(path))
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            raise SessionError(f"{path}: file already exists (use SessionTree.open)")
+        return cls(header, [], path, **kwargs)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], **kwargs: Any) -> SessionTree:
+        """Open an existing Pi session file (leaf = last entry in file order).
+
+        An empty file gets a fresh header like Pi 1.3; a non-empty file that is not a
+        session raises NotASessionError; skipped lines are on ``tree.report``.
+        """
+        file = os.path.abspath(os.fspath(path))
+        if not os.path.exists(file):
+            raise FileNotFoundError(f"{file}: no such session file")
+        if os.path.getsize(file) == 0:
+            tree = cls.create(None, session_dir=os.path.dirname(file), **kwargs)
+            tree.path = file
+            tree._appender = Appender(file, fsync=kwargs.get("fsync", False))
+            os.remove(file)
+            tree._write_all()
+            return tree
+        loaded = load_file(file)
+        return cls(loaded.header, loaded.entries, file, persisted=True, report=loaded.report, **kwargs)
+
+    @classmethod
+    def in_memory(cls, cwd: str | None = None, entries: list[Entry] | None = None) -> SessionTree:
+        """A session that is never written to disk."""
+        header = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": new_session_id(),
+            "timestamp": now_iso(),
+            "cwd": os.path.abspath(cwd or os.getcwd()),
+        }
+        return cls(header, entries or [], None)
+
+    # --- index --------------------------------------------------------------------------
+
+    def _index(self, entry: Entry) -> None:
+        self.entries.append(entry)
+        eid = entry["id"]
+        self._by_id[eid] = entry
+        self._children.setdefault(entry.get("parentId"), []).append(eid)
+        self._leaf_id = eid
+        kind = entry.get("type")
+        if kind == "label":
+            target = entry.get("targetId")
+            if isinstance(target, str):
+                if entry.get("label"):
+                    self._labels[target] = (entry["label"], entry.get("timestamp", ""))
+                else:
+                    self._labels.pop(target, None)
+        elif kind == "message" and not self._has_conversation:
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") in ("user", "assistant"):
+                self._has_conversation = True
+
+    # --- reading ------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.header["id"]
+
+    @property
+    def cwd(self) -> str:
+        cwd = self.header.get("cwd")
+        return cwd if isinstance(cwd, str) and cwd else os.getcwd()
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The current leaf (None before the first entry, or after :meth:`reset_leaf`)."""
+        return self._leaf_id
+
+    @property
+    def leaf(self) -> Entry | None:
+        return self._by_id.get(self._leaf_id) if self._leaf_id else None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._by_id
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self._by_id.get(entry_id)
+
+    def entry(self, entry_id: str) -> Entry:
+        """The entry with this id; EntryNotFoundError otherwise."""
+        try:
+            return self._by_id[entry_id]
+        except (KeyError, TypeError):
+            raise EntryNotFoundError(f"Entry {entry_id} not found") from None
+
+    @property
+    def by_id(self) -> dict[str, Entry]:
+        return self._by_id
+
+    def children(self, entry_id: str | None) -> list[Entry]:
+        """Direct children of an entry (roots for None), in file order."""
+        return [self._by_id[c] for c in self._children.get(entry_id, [])]
+
+    def label(self, entry_id: str) -> str | None:
+        found = self._labels.get(entry_id)
+        return found[0] if found else None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Current labels by target id (last label wins; empty clears)."""
+        return {k: v[0] for k, v in self._labels.items()}
+
+    def find_label(self, label: str) -> str | None:
+        """The id of the entry currently carrying this label, if any."""
+        for target, (text, _) in self._labels.items():
+            if text == label:
+                return target
+        return None
+
+    def get_branch(self, leaf_id: str | None | object = ...) -> list[Entry]:
+        """Entries root→leaf (the current leaf by default). A missing parent ends the walk."""
+        start = self._leaf_id if leaf_id is ... else leaf_id
+        out: list[Entry] = []
+        current = self._by_id.get(start) if isinstance(start, str) else None
+        seen: set[str] = set()
+        while current is not None:
+            cid = current["id"]
+            if cid in seen:  # a parent cycle in a hand-edited file
+                break
+            seen.add(cid)
+            out.append(current)
+            parent = current.get("parentId")
+            current = self._by_id.get(parent) if isinstance(parent, str) else None
+        out.reverse()
+        return out
+
+    def tree(self) -> list[TreeNode]:
+        """The whole tree: roots (parent null, self or unknown) with children sorted by time."""
+        from .entries import iso_to_ms
+
+        nodes: dict[str, TreeNode] = {}
+        for entry in self.entries:
+            found = self._labels.get(entry["id"])
+            nodes[entry["id"]] = TreeNode(
+                entry, label=found[0] if found else None, label_timestamp=found[1] if found else None
+            )
+        roots: list[TreeNode] = []
+        for entry in self.entries:
+            node = nodes[entry["id"]]
+            parent = entry.get("parentId")
+            if parent is None or parent == entry["id"] or parent not in nodes:
+                roots.append(node)
+            else:
+                nodes[parent].children.append(node)
+        for node in nodes.values():
+            if len(node.children) > 1:
+                node.children.sort(key=lambda n: iso_to_ms(n.entry.get("timestamp")) or 0)
+        return roots
+
+    def projection(self, leaf_id: str | None | object = ...) -> Projection:
+        """C = P(H) for a leaf (the current one by default); cached and extended on append."""
+        from ..projection import build_session_projection, extend_projection
+
+        if leaf_id is not ... and leaf_id != self._leaf_id:
+            return build_session_projection(self.entries, leaf_id, self._by_id)
+        cached = self._projection_cache
+        if cached is not None and cached.leaf_id == self._leaf_id:
+            return cached
+        leaf = self.leaf
+        if cached is not None and leaf is not None and leaf.get("parentId") == cached.leaf_id:
+            before = len(cached.messages)
+            extended = extend_projection(cached, leaf)
+            if extended is not None:
+                if cached.tokens is not None:
+                    from ..tokens import extend_context_tokens
+
+                    extended.tokens = extend_context_tokens(
+                        cached.tokens, extended.messages[before:], before, self.token_cache
+                    )
+                self._projection_cache = extended
+                return extended
+        self._projection_cache = build_session_projection(self.entries, self._leaf_id, self._by_id)
+        return self._projection_cache
+
+    def context_tokens(self, leaf_id: str | None | object = ...) -> ContextTokens:
+        """Pi 1.3's projected context estimate for a leaf (kept current in O(1) per append)."""
+        from ..tokens import estimate_projected_context_tokens
+
+        projection = self.projection(leaf_id)
+        if projection.tokens is None:
+            projection.tokens = estimate_projected_context_tokens(
+                projection, projection.path, self.token_cache
+            )
+        return projection.tokens
+
+    @property
+    def token_cache(self) -> TokenCache:
+        """Per-message token estimates, shared by every projection of this tree."""
+        if self._token_cache is None:
+            from ..tokens import TokenCache
+
+            self._token_cache = TokenCache()
+        return self._token_cache
+
+    # --- moving the leaf ----------------------------------------------------------------
+
+    def branch(self, entry_id: str) -> None:
+        """Move the leaf to an existing entry; the next append starts a new branch there."""
+        self.entry(entry_id)
+        self._leaf_id = entry_id
+
+    def reset_leaf(self) -> None:
+        """Leaf := None; the next append becomes a new root."""
+        self._leaf_id = None
+
+    # --- appending ----------------------------------------------------------------------
+
+    def on_append(self, listener: Callable[[Entry], None]) -> Callable[[], None]:
+        """Call ``listener(entry)`` after each append; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _new_id(self) -> str:
+        return new_entry_id(self._by_id, self._id_source)
+
+    def _base(self, kind: str, parent: str | None | object = ...) -> Entry:
+        return {
+            "type": kind,
+            "id": self._new_id(),
+            "parentId": self._leaf_id if parent is ... else parent,
+            "timestamp": self._clock(),
+        }
+
+    def append_entry(self, entry: Entry) -> Entry:
+        """Append a ready-made entry dict (any type, unknown ones too) and move the leaf."""
+        if not isinstance(entry.get("id"), str) or entry["id"] in self._by_id:
+            raise SessionError("entry needs a fresh string id")
+        self._index(entry)
+        self._persist(entry)
+        for listener in list(self._listeners):
+            listener(entry)
+        return entry
+
+    def _persist(self, entry: Entry) -> None:
+        if self._appender is None:
+            return
+        if not self._flushed:
+            if not self._has_conversation:
+                return
+            self._write_all()
+            return
+        self._appender.append(entry)
+
+    def _write_all(self) -> None:
+        assert self._appender is not None
+        self._appender.create([self.header, *self.entries])
+        self._flushed = True
+
+    def flush(self) -> None:
+        """Write the file now even without a conversation yet (Pi would wait)."""
+        if self._appender is not None and not self._flushed:
+            self._write_all()
+
+    def close(self) -> None:
+        if self._appender is not None:
+            self._appender.close()
+
+    @property
+    def is_persisted(self) -> bool:
+        """True once the file exists on disk."""
+        return self._flushed
+
+    def append_message(self, message: Message) -> Entry:
+        """Append a user / assistant / toolResult / bashExecution / system / custom message."""
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise SessionError("a message is a dict with a string 'role'")
+        entry = self._base("message")
+        entry["message"] = message
+        return self.append_entry(entry)
+
+    def append_thinking_level_change(self, level: str) -> Entry:
+        entry = self._base("thinking_level_change")
+        entry["thinkingLevel"] = level
+        return self.append_entry(entry)
+
+    def append_model_change(self, provider: str, model_id: str) -> Entry:
+        entry = self._base("model_change")
+        entry["provider"] = provider
+        entry["modelId"] = model_id
+        return self.append_entry(entry)
+
+    def append_usage(
+        self, kind: str, provider: str, model: str, usage: dict[str, Any], note: str | None = None
+    ) -> Entry:
+        entry = self._base("usage")
+        entry.update(kind=kind, provider=provider, model=model, usage=usage)
+        if note:
+            entry["note"] = note
+        return self.append_entry(entry)
+
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        details: Any = None,
+        from_hook: bool | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> Entry:
+        """Append a compaction checkpoint; ``first_kept_entry_id=None`` keeps nothing."""
+        from ..messages import current_system_message
+
+        if first_kept_entry_id is not None and first_kept_entry_id not in self._by_id:
+            raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
+        system = current_system_message(self.projection().messages)
+        entry = self._base("compaction")
+        entry["summary"] = summary
+        entry["firstKeptEntryId"] = first_kept_entry_id or entry["id"]
+        entry["tokensBefore"] = tokens_before
+        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
+            if value is not None:
+                entry[key] = value
+        if system is not None:
+            from .entries import iso_to_ms
+
+            entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
+        return self.append_entry(entry)
+
+    def append_custom(self, custom_type: str, data: Any = None) -> Entry:
+        """Extension state that never enters the context."""
+        entry: Entry = {"type": "custom", "customType": custom_type}
+        if data is not None:
+            entry["data"] = data
+        entry.update(self._base("custom"))
+        return self.append_entry(entry)
+
+    def append_custom_message(
+        self, custom_type: str, content: Any, display: bool = True, details: Any = None
+    ) -> Entry:
+        """A message from an extension that enters the context as a user message."""
+        entry: Entry = {
+            "type": "custom_message",
+            "customType": custom_type,
+            "content": content,
+            "display": display,
+        }
+        if details is not None:
+            entry["details"] = details
+        entry.update(self._base("custom_message"))
+        return self.append_entry(entry)
+
+    def append_session_info(self, name: str) -> Entry:
+        entry = self._base("session_info")
+        entry["name"] = _collapse_newlines(name)
+        return self.append_entry(entry)
+
+    @property
+    def name(self) -> str | None:
+        """The display name from the latest session_info entry (empty clears)."""
+        for entry in reversed(self.entries):
+            if entry.get("type") == "session_info":
+                name = entry.get("name")
+                return name.strip() or None if isinstance(name, str) else None
+        return None
+
+    def append_label(self, target_id: str, label: str | None) -> Entry:
+        """Set (or with None / "" clear) the label of an entry; the last label wins."""
+        self.entry(target_id)
+        entry = self._base("label")
+        entry["targetId"] = target_id
+        if label is not None:
+            entry["label"] = label
+        return self.append_entry(entry)
+
+    def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> Entry:
+        """Replace (``{"content": ...}``) or omit (None) one earlier message in the context.
+
+        Validated like Pi 1.3: the target exists, is on the active branch, and is a
+        user / assistant / toolResult message or a custom_message.
+        """
+        if replacement is not None and (
+            not isinstance(replacement, dict)
+            or "content" not in replacement
+            or not isinstance(replacement["content"], (str, list))
+        ):
+            raise ContextEditError(
+                "Context edit replacement must be None or a dict with string/list 'content'"
+            )
+        target = self.entry(target_id)
+        if not any(e["id"] == target_id for e in self.get_branch()):
+            raise ContextEditError(f"Entry {target_id} is not on the active branch")
+        kind = target.get("type")
+        message = target.get("message") if kind == "message" else None
+        role = message.get("role") if isinstance(message, dict) else None
+        if not (kind == "custom_message" or role in ("user", "assistant", "toolResult")):
+            raise ContextEditError(f"Entry {target_id} does not contribute editable model content")
+        if (
+            replacement is not None
+            and role in ("assistant", "toolResult")
+            and isinstance(replacement["content"], str)
+        ):
+            replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+        entry = self._base("context_edit")
+        entry["targetId"] = target_id
+        entry["replacement"] = replacement
+        return self.append_entry(entry)
+
+    def branch_with_summary(
+        self,
+        target_id: str | None,
+        summary: str,
+        details: Any = None,
+        from_hook: bool | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> Entry:
+        """Move the leaf to ``target_id`` (None = before the root) and append a branch summary.
+
+        ``fromId`` records the abandoned leaf (Pi 1.3), or "root".
+        """
+        if target_id is not None:
+            self.entry(target_id)
+        from_id = self._leaf_id or "root"
+        self._leaf_id = target_id
+        entry = self._base("branch_summary")
+        entry["fromId"] = from_id
+        entry["summary"] = summary
+        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
+            if value is not None:
+                entry[key] = value
+        return self.append_entry(entry)
+
+    # --- forks --------------------------------------------------------------------------
+
+    def fork(self, leaf_id: str | None = None, path: str | os.PathLike[str] | None = None) -> SessionTree:
+        """A new session file holding only the path root→leaf, with its labels carried.
+
+        Label entries are dropped from the path (parents re-linked) and fresh label entries
+        for the path's current labels are appended, as Pi's createBranchedSession does.
+        """
+        leaf = self._leaf_id if leaf_id is None else leaf_id
+        branch = self.get_branch(leaf)
+        if not branch:
+            raise EntryNotFoundError(f"Entry {leaf} not found")
+        kept: list[Entry] = []
+        replaced: dict[str, str] = {}
+        pending: list[str] = []
+        parent: str | None = None
+        for entry in branch:
+            if entry.get("type") == "label":
+                pending.append(entry["id"])
+                continue
+            for label_id in pending:
+                replaced[label_id] = entry["id"]
+            pending.clear()
+            copy = {**entry, "parentId": parent}
+            if entry.get("type") == "compaction" and entry.get("firstKeptEntryId") != entry["id"]:
+                first = entry.get("firstKeptEntryId")
+                copy["firstKeptEntryId"] = replaced.get(first, first)
+            kept.append(copy)
+            parent = entry["id"]
+        ids = {e["id"] for e in kept}
+        folder = os.path.dirname(self.path) if self.path else None
+        new = SessionTree.create(
+            path,
+            self.cwd,
+            parent_session=self.path if self.path and self._flushed else None,
+            session_dir=folder,
+        ) if (path is not None or folder) else SessionTree.in_memory(self.cwd)
+        for entry in kept:
+            new._index(entry)
+        tail = kept[-1]["id"] if kept else None
+        for target, (text, stamp) in self._labels.items():
+            if target in ids:
+                label_entry = {
+                    "type": "label",
+                    "id": new_entry_id(ids),
+                    "parentId": tail,
+                    "timestamp": stamp,
+                    "targetId": target,
+                    "label": text,
+                }
+                ids.add(label_entry["id"])
+                new._index(label_entry)
+                tail = label_entry["id"]
+        if new._appender is not None and new._has_conversation:
+            new._write_all()
+        return new
+
+    def __repr__(self) -> str:
+        where = self.path or "in memory"
+        return f"<SessionTree {self.session_id[:8]} {len(self.entries)} entries leaf={self._leaf_id} {where}>"
+
+
+def _collapse_newlines(name: str) -> str:
+    import re
+
+    return re.sub(r"[\r\n]+", " ", name).strip()

@@ -1,0 +1,328 @@
+"""Token accounting: Pi's estimate, usage-first context totals, exact tiktoken counts.
+
+Pi estimates ``ceil(chars / 4)`` with chars counted in UTF-16 code units (JavaScript's
+``.length``). Context usage prefers the provider-reported usage of the last valid reply
+plus estimates for what came after it; 1.3's projected estimate distrusts usage older
+than the latest context edit or compaction on the branch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from .messages import current_system_message
+from .session.entries import Entry, Message, js_len, js_stringify
+
+if TYPE_CHECKING:
+    from .projection import Projection
+
+IMAGE_CHARS = 4800
+
+
+def _content_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return js_len(content)
+    chars = 0
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            chars += js_len(block["text"])
+        elif kind == "image":
+            chars += IMAGE_CHARS
+    return chars
+
+
+def message_chars(message: Message) -> int:
+    """Characters Pi counts for a message (UTF-16 units; images 4800; tool calls as JSON)."""
+    role = message.get("role")
+    if role == "system":
+        chars = _content_chars(message.get("content"))
+        for value in (message.get("sections") or {}).values():
+            if value:
+                chars += js_len(value)
+        if message.get("toolsAdded"):
+            chars += js_len(js_stringify(message["toolsAdded"]))
+        return chars
+    if role in ("user", "custom", "toolResult"):
+        return _content_chars(message.get("content"))
+    if role == "assistant":
+        chars = 0
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                chars += js_len(block.get("text") or "")
+            elif kind == "thinking":
+                chars += js_len(block.get("thinking") or "")
+            elif kind == "toolCall":
+                chars += js_len(block.get("name") or "") + js_len(js_stringify(block.get("arguments")))
+        return chars
+    if role == "bashExecution":
+        return js_len(message.get("command") or "") + js_len(message.get("output") or "")
+    if role in ("branchSummary", "compactionSummary"):
+        return js_len(message.get("summary") or "")
+    return 0
+
+
+def estimate_tokens(message: Message) -> int:
+    """Pi's heuristic: ceil(chars / 4)."""
+    return math.ceil(message_chars(message) / 4)
+
+
+def calculate_context_tokens(usage: dict[str, Any]) -> int:
+    """totalTokens when non-zero, else input + output + cacheRead + cacheWrite."""
+    total = usage.get("totalTokens") or 0
+    if total:
+        return total
+    return sum(usage.get(k) or 0 for k in ("input", "output", "cacheRead", "cacheWrite"))
+
+
+def assistant_usage(message: Message) -> dict[str, Any] | None:
+    """The usage of a reply that counts: not aborted/error, present, and non-zero (1.3)."""
+    if message.get("role") != "assistant":
+        return None
+    usage = message.get("usage")
+    if message.get("stopReason") in ("aborted", "error") or not isinstance(usage, dict):
+        return None
+    return usage if calculate_context_tokens(usage) > 0 else None
+
+
+def last_assistant_usage(entries: Sequence[Entry]) -> dict[str, Any] | None:
+    """The last valid usage among session entries (scanning backwards)."""
+    for entry in reversed(entries):
+        if entry.get("type") == "message" and isinstance(entry.get("message"), dict):
+            usage = assistant_usage(entry["message"])
+            if usage is not None:
+                return usage
+    return None
+
+
+@dataclass
+class ContextTokens:
+    """Estimated context size: usage of the last valid reply + estimates after it."""
+
+    tokens: int
+    usageTokens: int  # noqa: N815 - Pi's field names, so to_dict() matches its JSON
+    trailingTokens: int  # noqa: N815
+    lastUsageIndex: int | None  # noqa: N815
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def estimate_context_tokens(messages: Sequence[Message], cache: TokenCache | None = None) -> ContextTokens:
+    """Usage-first estimate over a message list (Pi's estimateContextTokens)."""
+    est = cache.estimate if cache is not None else estimate_tokens
+    for index in range(len(messages) - 1, -1, -1):
+        usage = assistant_usage(messages[index])
+        if usage is not None:
+            usage_tokens = calculate_context_tokens(usage)
+            trailing = sum(est(m) for m in messages[index + 1 :])
+            return ContextTokens(usage_tokens + trailing, usage_tokens, trailing, index)
+    total = sum(est(m) for m in messages)
+    return ContextTokens(total, 0, total, None)
+
+
+def estimate_projected_context_tokens(
+    projection: Projection, branch: Sequence[Entry] | None = None, cache: TokenCache | None = None
+) -> ContextTokens:
+    """Pi 1.3's estimate for a projection: usage is trusted only when it comes from an entry
+    after the latest context edit or compaction on the branch; else a pure heuristic."""
+    est = cache.estimate if cache is not None else estimate_tokens
+    messages = projection.messages
+    branch = projection.path if branch is None else branch
+    estimate = estimate_context_tokens(messages, cache)
+    if estimate.lastUsageIndex is not None:
+        source = projection.source_of(estimate.lastUsageIndex).id
+        invalidating = -1
+        for index in range(len(branch) - 1, -1, -1):
+            if branch[index].get("type") in ("context_edit", "compaction"):
+                invalidating = index
+                break
+        if any(branch[i].get("id") == source for i in range(len(branch) - 1, invalidating, -1)):
+            return estimate
+    system = current_system_message(messages)
+    tokens = estimate_tokens(system) if system is not None else 0
+    tokens += sum(est(m) for m in messages if m.get("role") != "system")
+    return ContextTokens(tokens, 0, tokens, None)
+
+
+def extend_context_tokens(
+    previous: ContextTokens,
+    added: Sequence[Message],
+    first_index: int,
+    cache: TokenCache | None = None,
+) -> ContextTokens | None:
+    """Update a projected estimate for messages appended at the end of the branch.
+
+    O(len(added)). None when a full recount is needed (a system message changes the
+    replayed system prompt the heuristic counts).
+    """
+    est = cache.estimate if cache is not None else estimate_tokens
+    tokens, usage_tokens, trailing, last = (
+        previous.tokens,
+        previous.usageTokens,
+        previous.trailingTokens,
+        previous.lastUsageIndex,
+    )
+    for offset, message in enumerate(added):
+        if message.get("role") == "system":
+            return None
+        usage = assistant_usage(message)
+        if usage is not None:
+            # Usage from the newest entry is after every edit and compaction: trusted.
+            usage_tokens, trailing, last = calculate_context_tokens(usage), 0, first_index + offset
+        else:
+            trailing += est(message)
+        tokens = usage_tokens + trailing
+    return ContextTokens(tokens, usage_tokens, trailing, last)
+
+
+def should_compact(tokens: int, window: int, reserve: int = 16384, enabled: bool = True) -> bool:
+    """The trigger: compaction enabled and tokens > window − reserve."""
+    return enabled and tokens > window - reserve
+
+
+class TokenCache:
+    """Per-message estimates cached by object identity, so appending one entry never
+    re-counts the whole history. Messages are treated as immutable once appended."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Message, int]] = {}
+
+    def estimate(self, message: Message) -> int:
+        key = id(message)
+        hit = self._by_id.get(key)
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        value = estimate_tokens(message)
+        self._by_id[key] = (message, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+# --- exact counts through tiktoken ---------------------------------------------------------
+
+_ENCODINGS: dict[str, Any] = {}
+_ENC_LOCK = threading.Lock()
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
+
+
+def encoding_for(model: str | None) -> tuple[str, bool]:
+    """(tiktoken encoding name, exact?) for a litellm model name.
+
+    Exact only for OpenAI models; for other providers o200k_base is a close proxy and the
+    figure is labelled as estimated.
+    """
+    model = model or "gpt-4o"
+    name = model.split("/")[-1].lower()
+    provider = model.split("/")[0].lower() if "/" in model else "openai"
+    openai_like = provider in ("openai", "azure", "openrouter")
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base", openai_like
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base", openai_like
+    return "o200k_base", False
+
+
+def _tiktoken_cache_dir() -> str | None:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.join(next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers")
+    return folder if os.path.isdir(folder) else None
+
+
+def get_encoding(name: str) -> Any:
+    """A tiktoken encoding loaded offline from the BPE files litellm ships."""
+    with _ENC_LOCK:
+        if name in _ENCODINGS:
+            return _ENCODINGS[name]
+        import tiktoken
+
+        folder = _tiktoken_cache_dir()
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        try:
+            if folder:
+                os.environ["TIKTOKEN_CACHE_DIR"] = folder
+            encoding = tiktoken.get_encoding(name)
+        finally:
+            if previous is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+        _ENCODINGS[name] = encoding
+        return encoding
+
+
+def message_text_for_count(message: Message) -> str:
+    """The text a model reads for a message (images excluded), for exact counting."""
+    from .messages import content_text
+
+    role = message.get("role")
+    if role == "assistant":
+        parts = []
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                parts.append(block.get("text") or "")
+            elif block.get("type") == "thinking":
+                parts.append(block.get("thinking") or "")
+            elif block.get("type") == "toolCall":
+                parts.append((block.get("name") or "") + js_stringify(block.get("arguments")))
+        return "\n".join(parts)
+    if role == "bashExecution":
+        return f"{message.get('command') or ''}\n{message.get('output') or ''}"
+    if role in ("branchSummary", "compactionSummary"):
+        return message.get("summary") or ""
+    return content_text(message.get("content"))
+
+
+def _image_count(message: Message) -> int:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for b in content if isinstance(b, dict) and b.get("type") == "image")
+
+
+@dataclass
+class ExactCount:
+    """A tiktoken count and what it is: exact for the model, or a proxy estimate."""
+
+    tokens: int
+    encoding: str
+    exact: bool
+
+    @property
+    def kind(self) -> str:
+        return "exact" if self.exact else "estimated"
+
+
+# Per-message overhead of OpenAI's chat format (role markers); images are not tokenized
+# as text, so they get Pi's flat estimate.
+_MESSAGE_OVERHEAD = 4
+
+
+def count_exact(messages: Sequence[Message], model: str | None = None) -> ExactCount:
+    """Token count of messages with the model's tiktoken encoding, offline."""
+    name, exact = encoding_for(model)
+    encoding = get_encoding(name)
+    total = 0
+    for message in messages:
+        text = message_text_for_count(message)
+        total += len(encoding.encode(text, disallowed_special=())) + _MESSAGE_OVERHEAD
+        total += _image_count(message) * (IMAGE_CHARS // 4)
+    return ExactCount(total, name, exact)
