@@ -334,9 +334,7 @@ def _extract(conversation: str) -> _Facts:
     files = _dedupe(files)[:_MAX_FILES]
     text = "\n".join(prose)
     identifiers = []
-    for m in sorted(
-        (m for rx in _IDENTIFIERS for m in rx.finditer(text)), key=lambda m: m.start()
-    ):
+    for m in sorted((m for rx in _IDENTIFIERS for m in rx.finditer(text)), key=lambda m: m.start()):
         ident = m.group(1)
         if not any(ident in f for f in files):
             identifiers.append(ident)

@@ -1,0 +1,247 @@
+"""One model call over litellm, returned as a Pi assistant message.
+
+litellm is imported on the first call only (it costs seconds), with its bundled price and
+context-window table (no network). The embedded offline models (`pinb/...`) are
+registered at the same moment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .session.entries import Message, empty_usage
+
+_LOCK = threading.Lock()
+_LITELLM: Any = None
+
+
+def litellm_module() -> Any:
+    """Import litellm offline-safe (local cost map, quiet) and register our providers."""
+    global _LITELLM
+    if _LITELLM is not None:
+        return _LITELLM
+    with _LOCK:
+        if _LITELLM is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            from .models import register
+
+            register()
+            _LITELLM = litellm
+    return _LITELLM
+
+
+def split_model(model: str) -> tuple[str, str]:
+    """("provider", "model id") for a litellm model name, without importing litellm."""
+    if "/" in model:
+        provider, _, name = model.partition("/")
+        return provider, name
+    if model.startswith(("claude",)):
+        return "anthropic", model
+    if model.startswith(("gemini",)):
+        return "gemini", model
+    return "openai", model
+
+
+def model_info(model: str) -> dict[str, Any]:
+    """litellm's model info (context window, output limit, prices); {} when unknown."""
+    litellm = litellm_module()
+    try:
+        return dict(litellm.get_model_info(model))
+    except Exception:
+        return {}
+
+
+def context_window(model: str, default: int = 128000) -> int:
+    """The model's input window from litellm's bundled table (default when unknown)."""
+    info = model_info(model)
+    return int(info.get("max_input_tokens") or info.get("max_tokens") or default)
+
+
+def output_limit(model: str) -> int | None:
+    info = model_info(model)
+    value = info.get("max_output_tokens") or info.get("max_tokens")
+    return int(value) if value else None
+
+
+def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:
+    usage = empty_usage()
+    if raw is None:
+        return usage
+    get = raw.get if isinstance(raw, dict) else lambda k, d=None: getattr(raw, k, d)
+    prompt = int(get("prompt_tokens", 0) or 0)
+    completion = int(get("completion_tokens", 0) or 0)
+    details = get("prompt_tokens_details", None)
+    cached = 0
+    if details is not None:
+        cached = int((details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", 0)) or 0)
+    cache_write = int(get("cache_creation_input_tokens", 0) or 0)
+    usage["input"] = max(prompt - cached, 0)
+    usage["output"] = completion
+    usage["cacheRead"] = cached
+    usage["cacheWrite"] = cache_write
+    usage["totalTokens"] = prompt + completion + cache_write
+    try:
+        litellm = litellm_module()
+        cost_in, cost_out = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt, completion_tokens=completion
+        )
+        usage["cost"] = {
+            "input": cost_in,
+            "output": cost_out,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "total": cost_in + cost_out,
+        }
+    except Exception:
+        pass  # unknown price: cost stays 0
+    return usage
+
+
+def _parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    if not text:
+        return {}, None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return {}, f"tool call arguments are not valid JSON: {exc}"
+    if not isinstance(value, dict):
+        return {}, "tool call arguments are not a JSON object"
+    return value, None
+
+
+_STOP_REASONS = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
+
+
+def complete(
+    model: str,
+    messages: Sequence[dict[str, Any]],
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    max_tokens: int | None = None,
+    stream: bool = True,
+    on_text: Callable[[str], None] | None = None,
+    should_abort: Callable[[], bool] | None = None,
+    **extra: Any,
+) -> Message:
+    """Call a model through litellm and return a Pi assistant message.
+
+    Streaming by default: ``on_text`` receives text deltas as they arrive. Provider errors
+    propagate as litellm's exception types (the caller decides about retries and
+    overflow). ``should_abort`` is polled between chunks; an abort returns the partial
+    reply with ``stopReason: "aborted"``.
+    """
+    litellm = litellm_module()
+    provider, model_id = split_model(model)
+    kwargs: dict[str, Any] = {"model": model, "messages": list(messages), **extra}
+    if tools:
+        kwargs["tools"] = list(tools)
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    started = time.time()
+    text_parts: list[str] = []
+    thinking_parts: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish = None
+    raw_usage = None
+    aborted = False
+    if stream:
+        kwargs["stream"] = True
+        kwargs.setdefault("stream_options", {"include_usage": True})
+        response = litellm.completion(**kwargs)
+        try:
+            for chunk in response:
+                if should_abort is not None and should_abort():
+                    aborted = True
+                    break
+                raw_usage = getattr(chunk, "usage", None) or raw_usage
+                for choice in getattr(chunk, "choices", None) or []:
+                    delta = getattr(choice, "delta", None)
+                    if getattr(choice, "finish_reason", None):
+                        finish = choice.finish_reason
+                    if delta is None:
+                        continue
+                    reasoning = getattr(delta, "reasoning_content", None)
+                    if reasoning:
+                        thinking_parts.append(reasoning)
+                    if getattr(delta, "content", None):
+                        text_parts.append(delta.content)
+                        if on_text is not None:
+                            on_text(delta.content)
+                    for call in getattr(delta, "tool_calls", None) or []:
+                        index = getattr(call, "index", None)
+                        index = len(calls) if index is None else index
+                        slot = calls.setdefault(index, {"id": None, "name": "", "arguments": ""})
+                        if getattr(call, "id", None):
+                            slot["id"] = call.id
+                        function = getattr(call, "function", None)
+                        if function is not None:
+                            if getattr(function, "name", None):
+                                slot["name"] = function.name
+                            if getattr(function, "arguments", None):
+                                slot["arguments"] += function.arguments
+        finally:
+            close = getattr(response, "close", None)
+            if aborted and callable(close):
+                try:
+                    close()
+                except Exception:
+                    pass
+    else:
+        response = litellm.completion(**kwargs)
+        choice = response.choices[0]
+        finish = choice.finish_reason
+        message = choice.message
+        if getattr(message, "reasoning_content", None):
+            thinking_parts.append(message.reasoning_content)
+        if message.content:
+            text_parts.append(message.content)
+            if on_text is not None:
+                on_text(message.content)
+        for index, call in enumerate(getattr(message, "tool_calls", None) or []):
+            calls[index] = {
+                "id": call.id,
+                "name": call.function.name,
+                "arguments": call.function.arguments or "",
+            }
+        raw_usage = getattr(response, "usage", None)
+    content: list[dict[str, Any]] = []
+    if thinking_parts:
+        content.append({"type": "thinking", "thinking": "".join(thinking_parts)})
+    if text_parts:
+        content.append({"type": "text", "text": "".join(text_parts)})
+    for index in sorted(calls):
+        slot = calls[index]
+        arguments, error = _parse_arguments(slot["arguments"])
+        block: dict[str, Any] = {
+            "type": "toolCall",
+            "id": slot["id"] or f"call_{index}_{int(started * 1000)}",
+            "name": slot["name"],
+            "arguments": arguments,
+        }
+        if error:
+            block["argumentsError"] = error
+        content.append(block)
+    stop = "aborted" if aborted else _STOP_REASONS.get(finish or "stop", "stop")
+    if stop == "stop" and any(b["type"] == "toolCall" for b in content):
+        stop = "toolUse"
+    reply: Message = {
+        "role": "assistant",
+        "content": content,
+        "api": "litellm",
+        "provider": provider,
+        "model": model_id,
+        "usage": _usage_from(raw_usage, model),
+        "stopReason": stop,
+        "timestamp": int(time.time() * 1000),
+    }
+    reply["durationMs"] = int((time.time() - started) * 1000)
+    return reply
