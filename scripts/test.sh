@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up everything the tests need (venv, Pi 1.3.0 from npm as the oracle, Chromium for
+# the browser test) and run every test. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh test,local
+.venv/bin/python -m pip install --quiet --progress-bar off "playwright>=1.40"
+if [ ! -f .pi-oracle/node_modules/@earendil-works/pi-coding-agent/package.json ]; then
+  mkdir -p .pi-oracle
+  (cd .pi-oracle && npm install --silent --ignore-scripts --no-audit --no-fund \
+     @earendil-works/pi-coding-agent@1.3.0)
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  fi
+fi
+.venv/bin/ruff check pi_nb tests bench scripts
+export PI_ORACLE_DIR="$PWD/.pi-oracle"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
