@@ -7,6 +7,7 @@ registered at the same moment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -191,10 +192,8 @@ def complete(
         finally:
             close = getattr(response, "close", None)
             if aborted and callable(close):
-                try:
+                with contextlib.suppress(Exception):
                     close()
-                except Exception:
-                    pass
     else:
         response = litellm.completion(**kwargs)
         choice = response.choices[0]

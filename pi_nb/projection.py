@@ -7,7 +7,7 @@ replace or omit single messages. Every message keeps a link to the entry that pr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ class Projection:
         compaction: Entry | None = None,
         edits: dict[str, Entry] | None = None,
         messages: list[Message] | None = None,
+        resolve: Callable[[Entry], Entry] | None = None,
     ) -> None:
         self.leaf_id = leaf_id
         self.thinking_level = thinking_level
@@ -64,6 +65,7 @@ class Projection:
         self.compaction = compaction
         self.edits = edits or {}
         self._path = path
+        self._resolve = resolve
         self._entries = entries
         self._messages = messages if messages is not None else [
             m for pe in entries for m in pe.messages
@@ -74,6 +76,15 @@ class Projection:
     @property
     def path(self) -> list[Entry]:
         """Entries root→leaf (all types)."""
+        light = self.light_path
+        if self._resolve is None:
+            return light
+        return [self._resolve(e) for e in light]
+
+    @property
+    def light_path(self) -> list[Entry]:
+        """Root→leaf, possibly as light skeletons of large message entries: only the
+        structural fields (type, id, parentId, timestamp, message role) are reliable."""
         store = self._path
         return store if len(store) == self._n[0] else store[: self._n[0]]
 
@@ -191,7 +202,7 @@ def apply_edit(messages: list[Message], edit: Entry | None) -> list[Message]:
 
 
 def session_path(
-    entries: Sequence[Entry], leaf_id: str | None | object, by_id: Mapping[str, Entry]
+    entries: Sequence[Entry], leaf_id: str | object | None, by_id: Mapping[str, Entry]
 ) -> list[Entry]:
     """Root→leaf. ``None`` = empty; an unknown or missing leaf falls back to the last entry."""
     if leaf_id is None:
@@ -212,38 +223,48 @@ def session_path(
 
 def settings_on_path(path: Sequence[Entry]) -> tuple[str, dict[str, Any] | None]:
     """(thinking level, model) in force at the end of the path; assistants set the model."""
-    thinking = "off"
+    # The last writer wins, so scan backwards and stop once both are known.
+    thinking: Any = None
     model: dict[str, Any] | None = None
-    for entry in path:
+    found_model = False
+    for index in range(len(path) - 1, -1, -1):
+        entry = path[index]
         kind = entry.get("type")
         if kind == "thinking_level_change":
-            thinking = entry.get("thinkingLevel")
-        elif kind == "model_change":
+            if thinking is None:
+                thinking = entry.get("thinkingLevel")
+        elif not found_model and kind == "model_change":
             model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
-        elif kind == "message":
+            found_model = True
+        elif not found_model and kind == "message":
             message = entry.get("message")
             if isinstance(message, dict) and message.get("role") == "assistant":
                 model = {"provider": message.get("provider"), "modelId": message.get("model")}
-    return thinking, model
+                found_model = True
+        if found_model and thinking is not None:
+            break
+    return ("off" if thinking is None else thinking), model
 
 
 def context_entries(path: Sequence[Entry]) -> tuple[list[Entry], Entry | None]:
     """Pi's buildContextEntries: [C, kept…, after…] or the whole path; plus C."""
     compaction_index = -1
-    for index, entry in enumerate(path):
-        if entry.get("type") == "compaction":
+    for index in range(len(path) - 1, -1, -1):
+        if path[index].get("type") == "compaction":
             compaction_index = index
+            break
     if compaction_index < 0:
         return list(path), None
     compaction = path[compaction_index]
     first_kept = compaction.get("firstKeptEntryId")
+    # Ids on a path are unique, so scanning back from C finds the kept range's start.
+    start = compaction_index
+    for index in range(compaction_index - 1, -1, -1):
+        if path[index].get("id") == first_kept:
+            start = index
+            break
     out = [compaction]
-    found = False
-    for entry in path[:compaction_index]:
-        if entry.get("id") == first_kept:
-            found = True
-        if found and not _is_system_message(entry):
-            out.append(entry)
+    out.extend(e for e in path[start:compaction_index] if not _is_system_message(e))
     out.extend(path[compaction_index + 1 :])
     return out, compaction
 
@@ -255,10 +276,15 @@ def _is_system_message(entry: Entry) -> bool:
 
 def build_session_projection(
     entries: Sequence[Entry],
-    leaf_id: str | None | object = ...,
+    leaf_id: str | object | None = ...,
     by_id: Mapping[str, Entry] | None = None,
+    resolve: Callable[[Entry], Entry] | None = None,
 ) -> Projection:
-    """Project a branch, as Pi 1.3's buildSessionProjection (leaf defaults to the last entry)."""
+    """Project a branch, as Pi 1.3's buildSessionProjection (leaf defaults to the last entry).
+
+    ``resolve`` turns a light entry into the full one; the walk itself only reads structural
+    fields, so only the entries that end up in context are resolved.
+    """
     if by_id is None:
         by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
     path = session_path(entries, leaf_id if leaf_id is not ... else "", by_id)
@@ -274,6 +300,8 @@ def build_session_projection(
             projected.append(ProjectedEntry(entry, []))
             continue
         edit = edits.get(entry.get("id"))
+        if resolve is not None:
+            entry = resolve(entry)
         projected.append(ProjectedEntry(entry, apply_edit(entry_messages(entry), edit), edit))
     return Projection(
         leaf_id=path[-1]["id"] if path else None,
@@ -283,6 +311,7 @@ def build_session_projection(
         model=model,
         compaction=compaction,
         edits=edits,
+        resolve=resolve,
     )
 
 
@@ -320,4 +349,5 @@ def extend_projection(previous: Projection, entry: Entry) -> Projection | None:
         compaction=previous.compaction,
         edits=previous.edits,
         messages=previous._messages,
+        resolve=previous._resolve,
     )

@@ -111,9 +111,9 @@ class ContextTokens:
     """Estimated context size: usage of the last valid reply + estimates after it."""
 
     tokens: int
-    usageTokens: int  # noqa: N815 - Pi's field names, so to_dict() matches its JSON
-    trailingTokens: int  # noqa: N815
-    lastUsageIndex: int | None  # noqa: N815
+    usageTokens: int
+    trailingTokens: int
+    lastUsageIndex: int | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,7 +139,7 @@ def estimate_projected_context_tokens(
     after the latest context edit or compaction on the branch; else a pure heuristic."""
     est = cache.estimate if cache is not None else estimate_tokens
     messages = projection.messages
-    branch = projection.path if branch is None else branch
+    branch = projection.light_path if branch is None else branch
     estimate = estimate_context_tokens(messages, cache)
     if estimate.lastUsageIndex is not None:
         source = projection.source_of(estimate.lastUsageIndex).id

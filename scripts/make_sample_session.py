@@ -72,7 +72,7 @@ def main() -> int:
                            clock=clock, id_source=lambda: f"{next(_ids):08x}")
     t.append_model_change("openai", "gpt-4o")
     t.append_thinking_level_change("off")
-    u1 = t.append_message(user(
+    t.append_message(user(
         "parse_price in shop/pricing.py returns floats. Money must never be a float: "
         "use Decimal everywhere, and keep the public signature unchanged."))
     t.append_message(assistant("Let me look at the parser first.",

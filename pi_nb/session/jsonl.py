@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
+
+import msgspec
 
 from .entries import CURRENT_SESSION_VERSION, Entry, dumps_line, new_entry_id
 
@@ -57,98 +58,226 @@ class LoadReport:
 
 @dataclass
 class LoadedFile:
+    """A parsed file. ``entries`` holds full dicts, except for message entries listed in
+    ``raw``: those are light skeletons (type, id, parentId, timestamp and the message's
+    role/provider/model) whose full text is parsed from ``raw`` only when needed."""
+
     header: dict[str, Any]
     entries: list[Entry]
     report: LoadReport
+    raw: dict[int, bytes] = field(default_factory=dict)  # id(skeleton) -> line bytes
+
+
+class _MessageHead(msgspec.Struct):
+    role: Any = None
+    provider: Any = None
+    model: Any = None
+
+
+class _Skeleton(msgspec.Struct):
+    type: Any = None
+    id: Any = None
+    parentId: Any = msgspec.UNSET
+    timestamp: Any = msgspec.UNSET
+    message: _MessageHead | msgspec.UnsetType | None = msgspec.UNSET
+
+
+_SKELETON = msgspec.json.Decoder(_Skeleton)
+_FULL = msgspec.json.Decoder()
+
+
+class _HeadDict(TypedDict, total=False):
+    role: Any
+    provider: Any
+    model: Any
+
+
+class _LightDict(TypedDict, total=False):
+    type: Any
+    id: Any
+    parentId: Any
+    timestamp: Any
+    message: _HeadDict
+
+
+# Decodes a whole JSON array of entries into light dicts in one call; message bodies are
+# validated but not materialized.
+_LIGHT_ARRAY = msgspec.json.Decoder(list[_LightDict])
+
+
+def _parse_clean(lines: list[bytes], file: str, report: LoadReport) -> LoadedFile | None:
+    """Fast path for a well-formed current-version file: one decoder call validates every
+    line and yields light entries. None when anything needs the careful path."""
+    body = [line for line in lines if line]
+    if not body:
+        return None
+    try:
+        header = _FULL.decode(body[0])
+        if (
+            not isinstance(header, dict)
+            or header.get("type") != "session"
+            or not isinstance(header.get("id"), str)
+            or header.get("version") != CURRENT_SESSION_VERSION
+        ):
+            return None
+        light = _LIGHT_ARRAY.decode(b"[" + b",".join(body[1:]) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    entries: list[Entry] = []
+    raw: dict[int, bytes] = {}
+    for entry, line in zip(light, body[1:], strict=False):
+        kind = entry.get("type")
+        if kind == "message" and "message" in entry:
+            raw[id(entry)] = line
+            entries.append(entry)
+        elif kind == "session":
+            return None
+        else:
+            entries.append(_FULL.decode(line))
+    for entry in entries:
+        if type(entry.get("id")) is not str:
+            return None
+    return LoadedFile(header, entries, report, raw)
 
 
 def _parse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    start = 0
-    number = 0
-    while True:
-        number += 1
-        end = data.find(b"\n", start)
-        if end == -1:
-            yield number, data[start:]
-            return
-        yield number, data[start:end]
-        start = end + 1
-
-
-def _loads(raw: str) -> Any:
+def _loads(raw: str | bytes) -> Any:
     return json.loads(raw, parse_constant=_parse_constant)
 
 
-def parse_bytes(data: bytes, file: str = "<memory>") -> LoadedFile:
-    """Parse a session file's bytes. Raises NotASessionError when there is no valid header."""
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) < 80 else text[:77] + "..."
+
+
+def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> LoadedFile:
+    """Parse a session file's bytes (Pi 1.3's reading rules, every skip reported).
+
+    Every line is validated as JSON. With ``lazy``, message entries stay unparsed
+    (beyond a light skeleton) until someone asks for them: projections only need the
+    entries in context. Raises NotASessionError when there is no valid header.
+    """
     report = LoadReport()
-    parsed: list[tuple[int, Any]] = []
     if data and not data.endswith(b"\n"):
         report.missing_final_newline = True
-    for number, raw in _iter_lines(data):
-        if not raw.strip():
-            continue
+    utf8_ok = data.isascii()
+    if not utf8_ok:
         try:
-            text = raw.decode("utf-8")
+            data.decode("utf-8")
+            utf8_ok = True
         except UnicodeDecodeError:
-            # Pi's streaming decoder substitutes U+FFFD and keeps the line.
-            text = raw.decode("utf-8", "replace")
-            report.skipped.append(
-                SkippedLine(file, number, "invalid UTF-8 replaced by U+FFFD (line kept)")
-            )
+            pass
+    lines = data.split(b"\n")
+    if lazy and utf8_ok:
+        fast = _parse_clean(lines, file, report)
+        if fast is not None:
+            return fast
+    header: dict[str, Any] | None = None
+    header_line = 0
+    entries: list[Entry] = []
+    raw_of: dict[int, bytes] = {}
+    line_of: dict[int, int] = {}
+    number = 0
+    for line in lines:
+        number += 1
+        if not line.strip():
+            continue
+        if not utf8_ok:
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                # Pi's streaming decoder substitutes U+FFFD and keeps the line.
+                line = line.decode("utf-8", "replace").encode("utf-8")
+                report.skipped.append(
+                    SkippedLine(file, number, "invalid UTF-8 replaced by U+FFFD (line kept)")
+                )
+        skeleton: _Skeleton | None = None
+        value: Any = None
         try:
-            value = _loads(text)
-        except (ValueError, RecursionError) as exc:
+            skeleton = _SKELETON.decode(line)
+        except msgspec.ValidationError:
+            pass  # valid JSON of another shape: parsed in full below
+        except (msgspec.DecodeError, RecursionError) as exc:
             report.skipped.append(SkippedLine(file, number, f"not valid JSON ({_short(exc)})"))
             continue
+        if (
+            lazy
+            and header is not None
+            and skeleton is not None
+            and skeleton.type == "message"
+            and isinstance(skeleton.message, _MessageHead)
+        ):
+            light: Entry = {"type": "message", "id": skeleton.id}
+            if skeleton.parentId is not msgspec.UNSET:
+                light["parentId"] = skeleton.parentId
+            if skeleton.timestamp is not msgspec.UNSET:
+                light["timestamp"] = skeleton.timestamp
+            head = skeleton.message
+            light["message"] = {"role": head.role, "provider": head.provider, "model": head.model}
+            raw_of[id(light)] = line
+            value = light
+        else:
+            try:
+                value = _FULL.decode(line)
+            except (msgspec.DecodeError, RecursionError, ValueError) as exc:
+                try:  # msgspec and Python disagree on a few edge cases (huge numbers)
+                    value = _loads(line)
+                except (ValueError, RecursionError):
+                    report.skipped.append(
+                        SkippedLine(file, number, f"not valid JSON ({_short(exc)})")
+                    )
+                    continue
         if not isinstance(value, dict):
-            if value is not None and value is not False and value != 0 and value != "":
-                report.skipped.append(
-                    SkippedLine(file, number, f"a JSON {type(value).__name__}, not an object")
-                )
-            else:
-                report.skipped.append(SkippedLine(file, number, "a falsy JSON value"))
+            kind = "null" if value is None else type(value).__name__
+            report.skipped.append(SkippedLine(file, number, f"a JSON {kind}, not an object"))
             continue
-        parsed.append((number, value))
-    if not parsed:
-        if data.strip():
-            raise NotASessionError(f"{file}: not a Pi session file (no parsable lines)")
-        raise NotASessionError(f"{file}: empty file")
-    first_line, header = parsed[0]
-    if header.get("type") != "session" or not isinstance(header.get("id"), str):
-        raise NotASessionError(
-            f"{file}:{first_line}: not a Pi session file (first line is not a session header)"
-        )
-    entries: list[Entry] = []
-    for number, value in parsed[1:]:
+        if header is None:
+            if value.get("type") != "session" or not isinstance(value.get("id"), str):
+                raise NotASessionError(
+                    f"{file}:{number}: not a Pi session file (first line is not a session header)"
+                )
+            header, header_line = value, number
+            continue
         if value.get("type") == "session":
             report.skipped.append(SkippedLine(file, number, "a second session header"))
             continue
+        line_of[id(value)] = number
         entries.append(value)
+    if header is None:
+        if data.strip():
+            raise NotASessionError(f"{file}: not a Pi session file (no parsable lines)")
+        raise NotASessionError(f"{file}: empty file")
     version = header.get("version")
     if not isinstance(version, int) or version < CURRENT_SESSION_VERSION:
         report.migrated_from = version if isinstance(version, int) else 1
+        for index, entry in enumerate(entries):  # migration rewrites everything: parse all
+            line = raw_of.pop(id(entry), None)
+            if line is not None:
+                entries[index] = _FULL.decode(line)
+                line_of[id(entries[index])] = line_of.get(id(entry), 0)
         migrate(header, entries)
-    # Pi indexes whatever it parsed; entries without a usable id cannot be found or linked.
     kept: list[Entry] = []
-    line_of = {id(v): n for n, v in parsed}
     for entry in entries:
         if not isinstance(entry.get("id"), str):
             report.skipped.append(
                 SkippedLine(file, line_of.get(id(entry), 0), "entry has no string id")
             )
+            raw_of.pop(id(entry), None)
             continue
         kept.append(entry)
-    return LoadedFile(header, kept, report)
+    del header_line
+    return LoadedFile(header, kept, report, raw_of)
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    return text if len(text) < 80 else text[:77] + "..."
+def parse_entry_line(line: bytes) -> Entry:
+    """Parse one line that was already validated at load time."""
+    try:
+        return _FULL.decode(line)
+    except (msgspec.DecodeError, ValueError):
+        return _loads(line)
 
 
 def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
@@ -168,9 +297,8 @@ def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
                 index = entry.get("firstKeptEntryIndex")
                 if isinstance(index, int) and not isinstance(index, bool):
                     target = everything[index] if 0 <= index < len(everything) else None
-                    if target is not None and target.get("type") != "session":
-                        if "id" in target:
-                            entry["firstKeptEntryId"] = target["id"]
+                    if target is not None and target.get("type") != "session" and "id" in target:
+                        entry["firstKeptEntryId"] = target["id"]
                     del entry["firstKeptEntryIndex"]
     if version < 3:
         for entry in entries:
@@ -184,7 +312,7 @@ def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
     header["version"] = CURRENT_SESSION_VERSION
 
 
-def load_file(path: str | os.PathLike[str], warn: bool = True) -> LoadedFile:
+def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = False) -> LoadedFile:
     """Load a session file. Raises FileNotFoundError or NotASessionError.
 
     Skipped lines are reported on the result and, with ``warn``, as one warning.
@@ -192,7 +320,7 @@ def load_file(path: str | os.PathLike[str], warn: bool = True) -> LoadedFile:
     """
     file = os.fspath(path)
     data = Path(file).read_bytes()
-    loaded = parse_bytes(data, file)
+    loaded = parse_bytes(data, file, lazy=lazy)
     if warn and loaded.report.skipped:
         lines = "; ".join(str(s) for s in loaded.report.skipped[:5])
         more = len(loaded.report.skipped) - 5

@@ -70,15 +70,20 @@ class SessionTree:
         clock: Callable[[], str] = now_iso,
         id_source: Callable[[], str] | None = None,
         fsync: bool = False,
+        raw: dict[int, bytes] | None = None,
     ) -> None:
         self.header = header
-        self.entries: list[Entry] = []
+        # Entries in file order. Loaded message entries may be light skeletons whose line
+        # is kept in _raw and parsed on first use (see _full): public accessors always
+        # return full entries, internal structure walks use the skeletons.
+        self._list: list[Entry] = []
+        self._raw: dict[int, bytes] = raw or {}
+        self._pos: dict[int, int] = {}
         self.path = path
         self.report = report or LoadReport()
         self._clock = clock
         self._id_source = id_source
         self._by_id: dict[str, Entry] = {}
-        self._children: dict[str | None, list[str]] = {}
         self._labels: dict[str, tuple[str, str]] = {}
         self._leaf_id: str | None = None
         self._flushed = persisted
@@ -87,8 +92,27 @@ class SessionTree:
         self._listeners: list[Callable[[Entry], None]] = []
         self._projection_cache: Projection | None = None
         self._token_cache: TokenCache | None = None
-        for entry in entries or []:
-            self._index(entry)
+        self._children: dict[str | None, list[str]] | None = None  # built on first use
+        if entries:
+            self._load(entries)
+
+    def _load(self, entries: list[Entry]) -> None:
+        """Index loaded entries in bulk (Pi's rules: later duplicate ids win in the index)."""
+        self._list = list(entries)
+        self._by_id = {e["id"]: e for e in self._list}
+        raw = self._raw
+        if raw:
+            self._pos = {id(e): i for i, e in enumerate(self._list) if id(e) in raw}
+        self._leaf_id = self._list[-1]["id"]
+        for entry in self._list:
+            if entry.get("type") == "label":
+                self._track_label(entry)
+        self._has_conversation = any(
+            e.get("type") == "message"
+            and isinstance(e.get("message"), dict)
+            and e["message"].get("role") in ("user", "assistant")
+            for e in self._list
+        )
 
     # --- construction -------------------------------------------------------------------
 
@@ -150,8 +174,16 @@ class SessionTree:
             os.remove(file)
             tree._write_all()
             return tree
-        loaded = load_file(file)
-        return cls(loaded.header, loaded.entries, file, persisted=True, report=loaded.report, **kwargs)
+        loaded = load_file(file, lazy=True)
+        return cls(
+            loaded.header,
+            loaded.entries,
+            file,
+            persisted=True,
+            report=loaded.report,
+            raw=loaded.raw,
+            **kwargs,
+        )
 
     @classmethod
     def in_memory(cls, cwd: str | None = None, entries: list[Entry] | None = None) -> SessionTree:
@@ -167,26 +199,63 @@ class SessionTree:
 
     # --- index --------------------------------------------------------------------------
 
+    def _track_label(self, entry: Entry) -> None:
+        target = entry.get("targetId")
+        if isinstance(target, str):
+            if entry.get("label"):
+                self._labels[target] = (entry["label"], entry.get("timestamp", ""))
+            else:
+                self._labels.pop(target, None)
+
+    def _children_index(self) -> dict[str | None, list[str]]:
+        if self._children is None:
+            children: dict[str | None, list[str]] = {}
+            for entry in self._list:
+                children.setdefault(entry.get("parentId"), []).append(entry["id"])
+            self._children = children
+        return self._children
+
     def _index(self, entry: Entry) -> None:
-        self.entries.append(entry)
+        self._list.append(entry)
         eid = entry["id"]
         self._by_id[eid] = entry
-        self._children.setdefault(entry.get("parentId"), []).append(eid)
+        if self._children is not None:
+            self._children.setdefault(entry.get("parentId"), []).append(eid)
         self._leaf_id = eid
         kind = entry.get("type")
         if kind == "label":
-            target = entry.get("targetId")
-            if isinstance(target, str):
-                if entry.get("label"):
-                    self._labels[target] = (entry["label"], entry.get("timestamp", ""))
-                else:
-                    self._labels.pop(target, None)
+            self._track_label(entry)
         elif kind == "message" and not self._has_conversation:
             message = entry.get("message")
             if isinstance(message, dict) and message.get("role") in ("user", "assistant"):
                 self._has_conversation = True
 
+    def _full(self, entry: Entry) -> Entry:
+        """The full entry for a possibly light one (parsed once, then cached in place)."""
+        line = self._raw.pop(id(entry), None)
+        if line is None:
+            return entry
+        from .jsonl import parse_entry_line
+
+        full = parse_entry_line(line)
+        position = self._pos.pop(id(entry))
+        self._list[position] = full
+        if self._by_id.get(entry["id"]) is entry:
+            self._by_id[entry["id"]] = full
+        return full
+
+    def _materialize_all(self) -> None:
+        if self._raw:
+            for entry in list(self._list):
+                self._full(entry)
+
     # --- reading ------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> list[Entry]:
+        """Every entry in file order (full dicts; do not mutate)."""
+        self._materialize_all()
+        return self._list
 
     @property
     def session_id(self) -> str:
@@ -204,10 +273,11 @@ class SessionTree:
 
     @property
     def leaf(self) -> Entry | None:
-        return self._by_id.get(self._leaf_id) if self._leaf_id else None
+        found = self._by_id.get(self._leaf_id) if self._leaf_id else None
+        return self._full(found) if found is not None else None
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self._list)
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self._by_id
@@ -216,22 +286,25 @@ class SessionTree:
         return iter(self.entries)
 
     def get(self, entry_id: str) -> Entry | None:
-        return self._by_id.get(entry_id)
+        found = self._by_id.get(entry_id) if isinstance(entry_id, str) else None
+        return self._full(found) if found is not None else None
 
     def entry(self, entry_id: str) -> Entry:
         """The entry with this id; EntryNotFoundError otherwise."""
-        try:
-            return self._by_id[entry_id]
-        except (KeyError, TypeError):
-            raise EntryNotFoundError(f"Entry {entry_id} not found") from None
+        found = self.get(entry_id)
+        if found is None:
+            raise EntryNotFoundError(f"Entry {entry_id} not found")
+        return found
 
     @property
     def by_id(self) -> dict[str, Entry]:
+        """Entries by id (full dicts; do not mutate)."""
+        self._materialize_all()
         return self._by_id
 
     def children(self, entry_id: str | None) -> list[Entry]:
         """Direct children of an entry (roots for None), in file order."""
-        return [self._by_id[c] for c in self._children.get(entry_id, [])]
+        return [self._full(self._by_id[c]) for c in self._children_index().get(entry_id, [])]
 
     def label(self, entry_id: str) -> str | None:
         found = self._labels.get(entry_id)
@@ -249,8 +322,11 @@ class SessionTree:
                 return target
         return None
 
-    def get_branch(self, leaf_id: str | None | object = ...) -> list[Entry]:
+    def get_branch(self, leaf_id: str | object | None = ...) -> list[Entry]:
         """Entries root→leaf (the current leaf by default). A missing parent ends the walk."""
+        return [self._full(e) for e in self._light_branch(leaf_id)]
+
+    def _light_branch(self, leaf_id: str | object | None = ...) -> list[Entry]:
         start = self._leaf_id if leaf_id is ... else leaf_id
         out: list[Entry] = []
         current = self._by_id.get(start) if isinstance(start, str) else None
@@ -289,12 +365,12 @@ class SessionTree:
                 node.children.sort(key=lambda n: iso_to_ms(n.entry.get("timestamp")) or 0)
         return roots
 
-    def projection(self, leaf_id: str | None | object = ...) -> Projection:
+    def projection(self, leaf_id: str | object | None = ...) -> Projection:
         """C = P(H) for a leaf (the current one by default); cached and extended on append."""
         from ..projection import build_session_projection, extend_projection
 
         if leaf_id is not ... and leaf_id != self._leaf_id:
-            return build_session_projection(self.entries, leaf_id, self._by_id)
+            return build_session_projection(self._list, leaf_id, self._by_id, self._full)
         cached = self._projection_cache
         if cached is not None and cached.leaf_id == self._leaf_id:
             return cached
@@ -311,17 +387,19 @@ class SessionTree:
                     )
                 self._projection_cache = extended
                 return extended
-        self._projection_cache = build_session_projection(self.entries, self._leaf_id, self._by_id)
+        self._projection_cache = build_session_projection(
+            self._list, self._leaf_id, self._by_id, self._full
+        )
         return self._projection_cache
 
-    def context_tokens(self, leaf_id: str | None | object = ...) -> ContextTokens:
+    def context_tokens(self, leaf_id: str | object | None = ...) -> ContextTokens:
         """Pi 1.3's projected context estimate for a leaf (kept current in O(1) per append)."""
         from ..tokens import estimate_projected_context_tokens
 
         projection = self.projection(leaf_id)
         if projection.tokens is None:
             projection.tokens = estimate_projected_context_tokens(
-                projection, projection.path, self.token_cache
+                projection, projection.light_path, self.token_cache
             )
         return projection.tokens
 
@@ -355,7 +433,7 @@ class SessionTree:
     def _new_id(self) -> str:
         return new_entry_id(self._by_id, self._id_source)
 
-    def _base(self, kind: str, parent: str | None | object = ...) -> Entry:
+    def _base(self, kind: str, parent: str | object | None = ...) -> Entry:
         return {
             "type": kind,
             "id": self._new_id(),
@@ -489,7 +567,7 @@ class SessionTree:
     @property
     def name(self) -> str | None:
         """The display name from the latest session_info entry (empty clears)."""
-        for entry in reversed(self.entries):
+        for entry in reversed(self._list):
             if entry.get("type") == "session_info":
                 name = entry.get("name")
                 return name.strip() or None if isinstance(name, str) else None
@@ -519,7 +597,7 @@ class SessionTree:
                 "Context edit replacement must be None or a dict with string/list 'content'"
             )
         target = self.entry(target_id)
-        if not any(e["id"] == target_id for e in self.get_branch()):
+        if not any(e["id"] == target_id for e in self._light_branch()):
             raise ContextEditError(f"Entry {target_id} is not on the active branch")
         kind = target.get("type")
         message = target.get("message") if kind == "message" else None
@@ -620,7 +698,7 @@ class SessionTree:
 
     def __repr__(self) -> str:
         where = self.path or "in memory"
-        return f"<SessionTree {self.session_id[:8]} {len(self.entries)} entries leaf={self._leaf_id} {where}>"
+        return f"<SessionTree {self.session_id[:8]} {len(self._list)} entries leaf={self._leaf_id} {where}>"
 
 
 def _collapse_newlines(name: str) -> str:
