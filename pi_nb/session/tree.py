@@ -138,7 +138,7 @@ class SessionTree:
         sid = session_id or new_session_id()
         if session_id is not None:
             validate_session_id(session_id)
-        timestamp = now_iso()
+        timestamp = kwargs.get("clock", now_iso)()
         header: dict[str, Any] = {
             "type": "session",
             "version": CURRENT_SESSION_VERSION,
