@@ -85,7 +85,7 @@ _DONE = re.compile(
     re.I,
 )
 _NEXT = re.compile(r"\b(next|todo|remaining|still need|then i'll|then i will|after that)\b", re.I)
-_ERROR = re.compile(r"\b\w*(?:Error|Exception)\b|(?i:\bfailed\b)|Traceback|^\s*(?i:error)\b")
+_ERROR = re.compile(r"\b\w*(?:Error|Exception)\b|(?i:\bfailed\b)|^\s*(?i:error)\b")
 _EXTS = (
     "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|ini|sh|bash|"
     "c|h|cc|cpp|hpp|rs|go|java|kt|rb|php|html|css|scss|sql|csv|xml|lock|log|gguf|cs|swift|vue|"

@@ -200,8 +200,10 @@ def summary_request(text: str) -> dict[str, Any] | None:
         if not m:
             return None
         conversation, instructions = m.group(1).strip("\n"), m.group(2)
+    # Pi's turn-prefix prompts ask for "## Original Request" and shout "PREFIX"; a lowercase
+    # "prefix" alone may be a user's custom focus text, so it does not count.
     turn_prefix = "## Original Request" in instructions or bool(
-        re.search(r"\bprefix\b", instructions, re.I)
+        re.search(r"\bPREFIX\b|\bprefix of (?:a|an|the) (?:\w+ )?turn\b", instructions)
     )
     return {
         "conversation": conversation,

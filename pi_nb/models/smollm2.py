@@ -9,7 +9,9 @@ only its folder is located).
   compaction threshold is reached within a few turns. Over-long prompts raise
   :class:`ContextOverflowError` (the provider turns it into litellm's
   ``ContextWindowExceededError``).
-- Greedy decoding (temperature 0) by default, so replies are deterministic on a machine.
+- Greedy decoding (temperature 0) by default, and every call starts from an empty llama.cpp
+  context, so replies are deterministic on a machine. (Reusing the cached prompt prefix of the
+  previous call is faster, but measurably changes greedy outputs.)
 - **No tool calling**: the model cannot call tools; ``tools`` are ignored. Assistant tool
   calls and tool results already in the conversation are rendered as text so it still sees
   them.
@@ -110,7 +112,9 @@ def to_llama_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, s
             for call in msg.get("tool_calls") or ():
                 fn = call.get("function") or {}
                 args = fn.get("arguments") or ""
-                calls.append(f"{fn.get('name')}({args if isinstance(args, str) else json.dumps(args)})")
+                calls.append(
+                    f"{fn.get('name')}({args if isinstance(args, str) else json.dumps(args)})"
+                )
             if calls:
                 text = "\n".join([text, *(f"[Tool call]: {c}" for c in calls)]).strip()
             out.append({"role": "assistant", "content": text})
@@ -196,6 +200,7 @@ class SmolLM2:
         """
         llama = self.load()
         with self._run_lock:
+            llama.reset()  # no prefix-cache reuse: it changes greedy outputs
             try:
                 result = llama.create_chat_completion(
                     messages=to_llama_messages(messages), **self._kwargs(params)
@@ -222,6 +227,7 @@ class SmolLM2:
         """
         llama = self.load()
         with self._run_lock:
+            llama.reset()  # no prefix-cache reuse: it changes greedy outputs
             chunks = llama.create_chat_completion(
                 messages=to_llama_messages(messages), stream=True, **self._kwargs(params)
             )

