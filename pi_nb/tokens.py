@@ -196,8 +196,9 @@ class TokenCache:
     """Per-message estimates cached by object identity, so appending one entry never
     re-counts the whole history. Messages are treated as immutable once appended."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_size: int = 500_000) -> None:
         self._by_id: dict[int, tuple[Message, int]] = {}
+        self.max_size = max_size
 
     def estimate(self, message: Message) -> int:
         key = id(message)
@@ -205,6 +206,9 @@ class TokenCache:
         if hit is not None and hit[0] is message:
             return hit[1]
         value = estimate_tokens(message)
+        if len(self._by_id) >= self.max_size:
+            # Rebuilt projections make fresh summary dicts; bound what they leave behind.
+            self._by_id.clear()
         self._by_id[key] = (message, value)
         return value
 

@@ -1,0 +1,225 @@
+"""Small HTML renderers behind the notebook objects' ``_repr_html_`` (no heavy imports).
+
+Everything user-controlled (message text, labels, ids, paths) goes through
+:func:`html.escape`. The status colours here are shared by the plots and the diffs.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..messages import content_text
+from ..render import describe_entry, one_line
+from ..session.entries import Entry, Message
+
+if TYPE_CHECKING:
+    from ..projection import Projection
+    from ..session.tree import SessionTree
+
+# One colour per status, used by every rendering (tables, plots, diffs).
+STATUS_COLORS: dict[str, str] = {
+    "summary": "#8e44ad",  # a compaction summary in context
+    "kept": "#2e8b57",  # in context verbatim
+    "edited": "#e67e22",  # in context, content replaced by a context edit
+    "omitted": "#c0392b",  # dropped by a context edit (or by a diff)
+    "summarized": "#5b8bd0",  # on the path, replaced by the latest compaction summary
+    "added": "#16a085",  # new in the "after" side of a diff
+    "off-path": "#c8c8c8",  # on another branch
+    "invisible": "#7f7f7f",  # on the path but contributes no message (labels, settings…)
+}
+
+_BAR_ORDER = ("summary", "kept", "edited")
+
+
+def esc(value: Any) -> str:
+    """``html.escape(str(value))`` — quotes escaped too."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def status_color(status: str) -> str:
+    """The colour of a status (grey for unknown ones)."""
+    return STATUS_COLORS.get(status, "#999999")
+
+
+def message_text(message: Message) -> str:
+    """The readable text of one projected message (summaries, tool calls and bash included)."""
+    role = message.get("role")
+    if role in ("compactionSummary", "branchSummary"):
+        return str(message.get("summary") or "")
+    if role == "assistant":
+        return describe_entry({"type": "message", "message": message}, 10**9)[len("assistant: ") :]
+    if role == "bashExecution":
+        return f"$ {message.get('command', '')}\n{message.get('output') or ''}"
+    if role == "system":
+        text = content_text(message.get("content"))
+        return text or "(system prompt)"
+    return content_text(message.get("content"))
+
+
+def message_preview(message: Message, width: int = 80) -> str:
+    """One line of a message's text, cut at ``width`` characters."""
+    return one_line(message_text(message), width)
+
+
+def entry_preview(entry: Entry, width: int = 60) -> str:
+    """One line describing an entry (kind, role, text), as the CLI shows it."""
+    return describe_entry(entry, width)
+
+
+def _style_chip(status: str) -> str:
+    return (
+        f"background:{status_color(status)};color:#fff;border-radius:3px;"
+        "padding:0 4px;font-size:0.85em"
+    )
+
+
+def status_chip(status: str) -> str:
+    """An inline coloured badge for a status."""
+    return f'<span style="{_style_chip(status)}">{esc(status)}</span>'
+
+
+def token_bar(
+    parts: Iterable[tuple[str, int]], total: int | None = None, width_px: int = 320
+) -> str:
+    """A horizontal bar of coloured segments ``(status, tokens)``; ``total`` is the full scale
+    (e.g. the context window), else the sum of the parts."""
+    parts = [(status, max(0, int(tokens))) for status, tokens in parts]
+    scale = total if total and total > 0 else sum(t for _, t in parts)
+    segments = []
+    for status, tokens in parts:
+        if tokens <= 0 or scale <= 0:
+            continue
+        pct = min(100.0, 100.0 * tokens / scale)
+        segments.append(
+            f'<div title="{esc(status)}: {tokens} tokens" style="width:{pct:.2f}%;'
+            f'background:{status_color(status)}"></div>'
+        )
+    return (
+        f'<div style="display:flex;width:{width_px}px;height:10px;background:#eee;'
+        f'border:1px solid #ccc;overflow:hidden">{"".join(segments)}</div>'
+    )
+
+
+def session_html(tree: SessionTree, window: int | None = None) -> str:
+    """A session card: id, file, entry count, leaf, context size and a token bar.
+
+    With ``window`` the bar is drawn against the context window W.
+    """
+    from ..tokens import estimate_tokens
+
+    projection = tree.projection()
+    context = tree.context_tokens()
+    per_status: dict[str, int] = {}
+    for pe in projection.entries:
+        if pe.messages:
+            per_status[pe.status] = per_status.get(pe.status, 0) + sum(
+                estimate_tokens(m) for m in pe.messages
+            )
+    parts = [(s, per_status.get(s, 0)) for s in _BAR_ORDER]
+    name = tree.name
+    leaf = tree.leaf_id
+    label = tree.label(leaf) if leaf else None
+    rows = [
+        ("session", esc(tree.session_id) + (f" — <b>{esc(name)}</b>" if name else "")),
+        ("file", f"<code>{esc(tree.path or 'in memory')}</code>"),
+        ("entries", esc(len(tree.entries))),
+        ("leaf", f"<code>{esc(leaf)}</code>" + (f" [{esc(label)}]" if label else "")),
+        (
+            "context",
+            f"{len(projection.messages)} messages, {context.tokens:,} tokens"
+            + (f" of {window:,} ({100 * context.tokens / window:.0f}%)" if window else "")
+            + (" (usage-based)" if context.lastUsageIndex is not None else " (estimated)"),
+        ),
+        ("", token_bar(parts, total=window)),
+    ]
+    body = "".join(
+        f'<tr><th style="text-align:left;padding-right:1em">{k}</th><td>{v}</td></tr>'
+        for k, v in rows
+    )
+    return f'<div class="pi-nb-session"><table>{body}</table></div>'
+
+
+def entry_html(entry: Entry, label: str | None = None, width: int = 2000) -> str:
+    """One entry: type, id, parent, timestamp, label and its text."""
+    kind = entry.get("type")
+    text: str
+    if kind == "message" and isinstance(entry.get("message"), dict):
+        text = message_text(entry["message"])
+        kind = f"message · {entry['message'].get('role', '?')}"
+    elif kind in ("compaction", "branch_summary"):
+        text = str(entry.get("summary") or "")
+    elif kind == "custom_message":
+        text = content_text(entry.get("content"))
+    else:
+        text = describe_entry(entry, width)
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    head = (
+        f"<b>{esc(kind)}</b> <code>{esc(entry.get('id'))}</code>"
+        f" ← <code>{esc(entry.get('parentId'))}</code>"
+        f" <span style='color:#888'>{esc(entry.get('timestamp'))}</span>"
+    )
+    if label:
+        head += f" <span style='{_style_chip('kept')}'>{esc(label)}</span>"
+    return (
+        f'<div class="pi-nb-entry">{head}'
+        f'<pre style="white-space:pre-wrap;margin:2px 0">{esc(text)}</pre></div>'
+    )
+
+
+def projection_html(projection: Projection, max_rows: int = 200, width: int = 100) -> str:
+    """The projected context as a table: index, entry, role, status, tokens, preview."""
+    from ..tokens import estimate_tokens
+
+    rows: list[str] = []
+    total = 0
+    index = 0
+    for pe in projection.entries:
+        for message in pe.messages:
+            tokens = estimate_tokens(message)
+            total += tokens
+            if index < max_rows:
+                rows.append(_projection_row(index, pe.id, message, pe.status, tokens, width))
+            index += 1
+    if index > max_rows:
+        rows.append(f'<tr><td colspan="6">… {index - max_rows} more messages</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("#", "entry", "role", "status", "tokens", "text"))
+    return (
+        f'<div class="pi-nb-projection"><div>Projection at <code>{esc(projection.leaf_id)}'
+        f"</code>: {index} messages, {total:,} tokens (estimated)</div>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _projection_row(
+    index: int, entry_id: str, message: Message, status: str, tokens: int, width: int
+) -> str:
+    return (
+        f'<tr style="border-left:4px solid {status_color(status)}">'
+        f"<td>{index}</td><td><code>{esc(entry_id)}</code></td>"
+        f"<td>{esc(message.get('role'))}</td><td>{status_chip(status)}</td>"
+        f'<td style="text-align:right">{tokens:,}</td>'
+        f"<td style='text-align:left'>{esc(message_preview(message, width))}</td></tr>"
+    )
+
+
+def table_html(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], status_column: str | None = None
+) -> str:
+    """A plain escaped table; rows get a status colour stripe when ``status_column`` is set."""
+    status_at = columns.index(status_column) if status_column in columns else None
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = []
+    for row in rows:
+        style = ""
+        cells = []
+        for i, value in enumerate(row):
+            if i == status_at:
+                style = f' style="border-left:4px solid {status_color(str(value))}"'
+                cells.append(f"<td>{status_chip(str(value))}</td>")
+            else:
+                cells.append(f"<td style='text-align:left'>{esc(value)}</td>")
+        body.append(f"<tr{style}>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
