@@ -1,0 +1,477 @@
+"""The session explorer widget: the session tree, the live projection and the token bar.
+
+``SessionExplorer(session_or_tree)`` is an anywidget. It takes a
+:class:`pi_nb.session.tree.SessionTree` or a high-level session object (anything with a
+``.tree``, like ``pi_nb.agent.Session``). With a session, the buttons call its
+``navigate`` / ``compact`` / ``edit``; with a bare tree, branching and context edits go to the
+tree and the model-backed actions (summaries, compaction) say so in the status line.
+
+The synced state is built by :mod:`pi_nb.notebook.widget_state` (previews only) and refreshed
+when the tree grows, coalesced to at most one refresh per ``throttle`` seconds. Errors from
+actions never reach the comm: they become one line in :attr:`status`.
+
+This module imports anywidget; nothing else in pi_nb imports it at package import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from ..session.entries import Entry
+from ..session.tree import SessionTree
+from ..tokens import TokenCache
+from . import widget_state
+
+__all__ = ["SessionExplorer", "explore"]
+
+_ASSET = "session_explorer"
+
+
+def asset_dir() -> Path:
+    """The folder holding session_explorer.js/.css: ``pi_nb/_js`` in an installed wheel
+    (pyproject force-includes ``js/`` there), ``<repo>/js`` in a source checkout."""
+    package = Path(__file__).resolve().parent.parent
+    for folder in (package / "_js", package.parent / "js"):
+        if (folder / f"{_ASSET}.js").is_file():
+            return folder
+    raise FileNotFoundError(
+        f"{_ASSET}.js not found in {package / '_js'} or {package.parent / 'js'}; "
+        "reinstall pi_nb (the wheel ships it as pi_nb/_js)"
+    )
+
+
+def _one_line(error: BaseException, limit: int = 240) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    text = f"{type(error).__name__}: {text}" if not isinstance(error, ActionError) else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _field(obj: Any, *names: str) -> Any:
+    """The first present attribute / key of ``obj`` among ``names`` (duck-typed results)."""
+    for name in names:
+        if isinstance(obj, dict) and name in obj:
+            return obj[name]
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _fmt(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else str(n)
+
+
+class ActionError(Exception):
+    """A user-facing refusal (shown as is in the status line)."""
+
+
+class SessionExplorer(anywidget.AnyWidget):
+    """Explore a session: tree, live projection, tokens; branch, compact and edit context.
+
+    Parameters
+    ----------
+    session_or_tree:
+        A ``SessionTree`` or a session object exposing ``.tree`` (``pi_nb.agent.Session``).
+    window, reserve:
+        Context window ``W`` and reserve ``R`` for the token bar. Default: the session's
+        ``.window`` / ``.reserve``, else 128,000 and 16,384 (Pi's defaults).
+    throttle:
+        Seconds over which appends are coalesced into one refresh.
+    """
+
+    _esm = asset_dir() / f"{_ASSET}.js"
+    _css = asset_dir() / f"{_ASSET}.css"
+
+    _tree = traitlets.List().tag(sync=True)
+    _context = traitlets.List().tag(sync=True)
+    _tokens = traitlets.Dict().tag(sync=True)
+    _info = traitlets.Dict().tag(sync=True)
+    _caps = traitlets.Dict().tag(sync=True)
+    _preview = traitlets.Dict().tag(sync=True)
+    _ack = traitlets.Int(0).tag(sync=True)
+    selected_id = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+    leaf_id = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(
+        self,
+        session_or_tree: Any,
+        window: int | None = None,
+        reserve: int | None = None,
+        *,
+        throttle: float = 0.25,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(session_or_tree, SessionTree):
+            session, tree = None, session_or_tree
+        elif isinstance(getattr(session_or_tree, "tree", None), SessionTree):
+            session, tree = session_or_tree, session_or_tree.tree
+        else:
+            raise TypeError(
+                "SessionExplorer needs a SessionTree or a session with a .tree "
+                f"(got {type(session_or_tree).__name__})"
+            )
+        self.session = session
+        self.tree: SessionTree = tree
+        self._window = window
+        self._reserve = reserve
+        self.throttle = throttle
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._token_cache = TokenCache()
+        self._lock = threading.RLock()  # one refresh at a time
+        self._timer_lock = threading.Lock()  # guards _timer; never held while refreshing
+        self._timer: threading.Timer | None = None
+        self._in_action = False
+        self._closed = False
+        self._overhead = 0
+        self._last_refresh_s = 0.0
+        self._session_window: int | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        if session is not None and window is None and _window_is_cheap(session):
+            self._session_window = _session_window(session)
+        caps = {
+            "session": session is not None,
+            "compact": session is not None and callable(getattr(session, "compact", None)),
+            "summarize": session is not None and callable(getattr(session, "navigate", None)),
+        }
+        # the comm opens inside super().__init__: give it the whole state in one message
+        super().__init__(**self._state_values(), _caps=caps, **kwargs)
+        self._unsubscribe = tree.on_append(_weak_listener(self))
+        self.on_msg(self._on_custom_msg)
+        if session is not None and window is None and self._session_window is None:
+            threading.Thread(
+                target=self._resolve_session_window, name="pi_nb-explorer-window", daemon=True
+            ).start()
+
+    # --- state --------------------------------------------------------------------------
+
+    @property
+    def window(self) -> int:
+        """W for the token bar: explicit, else the session's, else 128,000."""
+        value = self._window or self._session_window
+        return int(value) if value else widget_state.DEFAULT_WINDOW
+
+    @property
+    def reserve(self) -> int:
+        value = (
+            self._reserve if self._reserve is not None else getattr(self.session, "reserve", None)
+        )
+        return int(value) if value is not None else widget_state.DEFAULT_RESERVE
+
+    def _resolve_session_window(self) -> None:
+        """Background: the first ``session.window`` lookup imports litellm (seconds)."""
+        value = _session_window(self.session)
+        if value:
+            self._session_window = value
+            self._timer_refresh()
+
+    def _session_overhead(self) -> int:
+        """Tokens a session adds to the tree's estimate (system prompt, tool declarations).
+
+        Read on the main thread only (it touches the tree's projection cache); background
+        refreshes reuse the last value.
+        """
+        if self.session is None or threading.current_thread() is not threading.main_thread():
+            return self._overhead
+        counter = getattr(self.session, "context_tokens", None)
+        if not callable(counter):
+            return 0
+        try:
+            session_figure = counter()
+            tree_figure = self.tree.context_tokens()
+            if getattr(session_figure, "lastUsageIndex", None) is None:
+                self._overhead = max(0, int(session_figure.tokens) - int(tree_figure.tokens))
+            else:
+                self._overhead = 0
+        except Exception:
+            pass
+        return self._overhead
+
+    def _state_values(self) -> dict[str, Any]:
+        """The synced trait values for the tree as it is now."""
+        if len(self._token_cache) > 2 * len(self.tree.entries) + 1000:
+            self._token_cache = TokenCache()  # drop estimates of superseded projections
+        state = widget_state.explorer_state(
+            self.tree,
+            self.window,
+            self.reserve,
+            self._rows,
+            self._token_cache,
+            overhead=self._session_overhead(),
+        )
+        tokens = state["tokens"]
+        tokens["window_source"] = (
+            "explicit"
+            if self._window
+            else "session"
+            if self._session_window
+            else "pending"
+            if self.session is not None
+            else "default"
+        )
+        return {
+            "_tree": state["tree"],
+            "_context": state["context"],
+            "_tokens": tokens,
+            "_info": state["info"],
+            "leaf_id": state["leaf_id"],
+        }
+
+    def refresh(self) -> None:
+        """Rebuild and sync the state now (safe from any thread)."""
+        self._cancel_timer()
+        with self._lock:
+            if self._closed:
+                return
+            start = time.perf_counter()
+            values = self._state_values()
+            with self.hold_sync():
+                for name, value in values.items():
+                    setattr(self, name, value)
+                if self.selected_id is not None and self.selected_id not in self.tree:
+                    self.selected_id = None
+            self._last_refresh_s = time.perf_counter() - start
+
+    def _appended(self, entry: Entry) -> None:
+        """on_append listener: schedule one trailing refresh per ``throttle`` seconds."""
+        if self._in_action or self._closed:
+            return  # the action refreshes when it is done
+        with self._timer_lock:  # cheap: appends never wait for a refresh in progress
+            if self._timer is not None:
+                return
+            # at most ~1/3 of the time goes to refreshing, however big the session
+            delay = max(self.throttle, 2 * self._last_refresh_s)
+            timer = threading.Timer(delay, self._timer_refresh)
+            timer.daemon = True
+            self._timer = timer
+            timer.start()
+
+    def _cancel_timer(self) -> None:
+        with self._timer_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _timer_refresh(self) -> None:
+        try:
+            self.refresh()
+        except Exception as error:  # a background refresh must never raise
+            self.status = f"Error: refresh failed: {_one_line(error)}"
+
+    @property
+    def selected(self) -> Entry | None:
+        """The selected entry (None when nothing is selected)."""
+        return self.tree.get(self.selected_id) if self.selected_id else None
+
+    def close(self) -> None:
+        """Stop following the tree and close the comm."""
+        lock = getattr(self, "_lock", None)
+        if lock is not None:  # None: __init__ failed before the widget was set up
+            with lock:
+                self._closed = True
+                self._cancel_timer()
+                if self._unsubscribe is not None:
+                    with contextlib.suppress(ValueError):  # already removed
+                        self._unsubscribe()
+                    self._unsubscribe = None
+        super().close()
+
+    # --- actions ------------------------------------------------------------------------
+
+    def _on_custom_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict) or "action" not in content:
+            return
+        self.perform(content)
+
+    def perform(self, message: dict[str, Any]) -> str:
+        """Run one action message (as sent by the front end) and return the status line.
+
+        ``{"action": "branch", "id", "summarize"?, "focus"?}``, ``{"action": "compact",
+        "preview"?, "focus"?}``, ``{"action": "omit", "id"}``, ``{"action": "replace",
+        "id", "text"}``, ``{"action": "discard_preview"}``, ``{"action": "refresh"}``.
+        Never raises: an error becomes a one-line ``Error: …`` status.
+        """
+        action = message.get("action")
+        handler = getattr(self, f"_do_{action}", None) if isinstance(action, str) else None
+        self._in_action = True
+        try:
+            if handler is None:
+                raise ActionError(f"Unknown action {action!r}")
+            status = handler(message) or ""
+        except Exception as error:
+            status = f"Error: {_one_line(error)}"
+        finally:
+            self._in_action = False
+        try:
+            self.refresh()
+        except Exception as error:
+            status = f"Error: refresh failed: {_one_line(error)}"
+        with self.hold_sync():
+            self.status = status
+            seq = message.get("seq")
+            self._ack = seq if isinstance(seq, int) else self._ack + 1
+        return status
+
+    def _target(self, message: dict[str, Any]) -> str:
+        eid = message.get("id") or self.selected_id
+        if not eid:
+            raise ActionError("Select an entry in the tree first.")
+        if eid not in self.tree:
+            raise ActionError(f"Entry {eid} is not in this session.")
+        return str(eid)
+
+    def _do_refresh(self, _message: dict[str, Any]) -> str:
+        return "Refreshed."
+
+    def _do_select(self, message: dict[str, Any]) -> str:
+        self.selected_id = self._target(message)
+        return ""
+
+    def _do_branch(self, message: dict[str, Any]) -> str:
+        eid = self._target(message)
+        summarize = bool(message.get("summarize"))
+        focus = message.get("focus") or None
+        old = self.tree.leaf_id
+        if eid == old:
+            return f"{eid} is already the leaf."
+        if self.session is not None:
+            result = self.session.navigate(eid, summarize=summarize, focus=focus)
+        elif summarize:
+            raise ActionError(
+                "Summarizing the abandoned branch needs a pi_nb.agent.Session (a model writes "
+                "the summary); uncheck 'summarize' to branch this bare SessionTree."
+            )
+        else:
+            self.tree.branch(eid)
+            result = None
+        if _field(result, "cancelled"):
+            return "Navigation cancelled by a session_before_tree hook; nothing changed."
+        new = self.tree.leaf_id
+        summary = _field(result, "summary_entry", "summaryEntry")
+        note = f" with branch summary {_field(summary, 'id')}" if summary is not None else ""
+        text = _field(result, "editor_text", "editorText")
+        if isinstance(text, str) and text:
+            flat = " ".join(text.split())
+            flat = flat if len(flat) <= 60 else flat[:59] + "…"
+            return (
+                f"Leaf moved {old} → {new}{note} (before the user message {eid}, whose text "
+                f'you can send again or edit: "{flat}").'
+            )
+        return (
+            f"Leaf moved {old} → {new}{note}; the next message continues from there "
+            "(the old branch is kept)."
+        )
+
+    def _do_compact(self, message: dict[str, Any]) -> str:
+        preview = bool(message.get("preview"))
+        focus = message.get("focus") or None
+        if self.session is None or not callable(getattr(self.session, "compact", None)):
+            raise ActionError(
+                "Compaction needs a pi_nb.agent.Session (a model writes the summary); "
+                "this explorer shows a bare SessionTree."
+            )
+        try:
+            result = self.session.compact(focus=focus, preview=preview)
+        except Exception as error:
+            if type(error).__name__ in ("NothingToCompact", "AlreadyCompacted"):
+                self._preview = {}
+                return _one_line(error).split(": ", 1)[-1]
+            raise
+        if result is None:
+            self._preview = {}
+            return "Nothing to compact."
+        before = _field(result, "tokens_before", "tokensBefore")
+        after = _field(result, "tokens_after", "tokensAfter")
+        first = _field(result, "first_kept_entry_id", "firstKeptEntryId", "first_kept_id")
+        summary = _field(result, "summary")
+        numbers = (
+            f"{_fmt(before)} → {_fmt(after)} tokens"
+            if after is not None
+            else (f"{_fmt(before)} tokens before")
+        )
+        if preview:
+            text = str(summary or "")
+            self._preview = {
+                "summary": text if len(text) <= 8000 else text[:7999] + "…",
+                "first_kept_id": first,
+                "tokens_before": before,
+                "tokens_after": after,
+            }
+            return f"Preview (nothing written): {numbers}, keeps from {first}."
+        self._preview = {}
+        entry = _field(result, "entry", "id")
+        where = f" as {_field(entry, 'id') or entry}" if entry is not None else ""
+        return f"Compacted{where}: {numbers}, keeps from {first}."
+
+    def _do_discard_preview(self, _message: dict[str, Any]) -> str:
+        self._preview = {}
+        return "Preview discarded."
+
+    def _do_omit(self, message: dict[str, Any]) -> str:
+        eid = self._target(message)
+        entry = self._edit(eid, None)
+        return f"Omitted {eid} from the context (edit {_field(entry, 'id') or '?'}; history unchanged)."
+
+    def _do_replace(self, message: dict[str, Any]) -> str:
+        eid = self._target(message)
+        text = message.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ActionError("Replace needs a non-empty text.")
+        entry = self._edit(eid, text)
+        return (
+            f"Replaced {eid} in the context (edit {_field(entry, 'id') or '?'}; history unchanged)."
+        )
+
+    def _edit(self, eid: str, text: str | None) -> Any:
+        if self.session is not None and callable(getattr(self.session, "edit", None)):
+            if text is None:
+                return self.session.edit(eid, omit=True)
+            return self.session.edit(eid, replace=text)
+        return self.tree.append_context_edit(eid, None if text is None else {"content": text})
+
+
+def _window_is_cheap(session: Any) -> bool:
+    """Can ``session.window`` be read now without a slow lookup (litellm's first import)?"""
+    if not isinstance(getattr(type(session), "window", None), property):
+        return True  # a plain attribute
+    explicit = getattr(session, "_window", None)  # pi_nb.agent.Session with window=...
+    return isinstance(explicit, int) or "litellm" in sys.modules
+
+
+def _session_window(session: Any) -> int | None:
+    try:
+        value = getattr(session, "window", None)
+        return int(value) if value else None
+    except Exception:
+        return None
+
+
+def _weak_listener(widget: SessionExplorer) -> Callable[[Entry], None]:
+    """An on_append listener that does not keep a forgotten widget alive."""
+    ref = weakref.ref(widget)
+
+    def listener(entry: Entry) -> None:
+        target = ref()
+        if target is not None:
+            target._appended(entry)
+
+    return listener
+
+
+def explore(
+    session_or_tree: Any, window: int | None = None, reserve: int | None = None
+) -> SessionExplorer:
+    """A :class:`SessionExplorer` for a session, a SessionTree or a session file path."""
+    if isinstance(session_or_tree, (str, Path)):
+        session_or_tree = SessionTree.open(session_or_tree)
+    return SessionExplorer(session_or_tree, window=window, reserve=reserve)

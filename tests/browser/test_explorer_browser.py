@@ -1,0 +1,219 @@
+"""The session explorer in a real browser: JupyterLab + headless chromium (Playwright).
+
+1. A notebook copies the sample session, opens it and displays ``SessionExplorer``; the test
+   clicks an entry that is NOT on the current path and "Branch here", then checks from the
+   kernel (a cell printing ``tree.leaf_id``) that the leaf moved; then omits a message on the
+   new path and checks the session file from the test process (the context edit hangs off the
+   new leaf). Screenshots go to tests/artifacts/explorer.png (+ explorer_dark.png).
+2. A 10,000-entry session renders in < 1 s, measured in the page with performance.now().
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.browser
+
+OFF_PATH = "1a2b3c12"  # "Whitelist added" — on the abandoned currency-whitelist branch
+ON_NEW_PATH = "1a2b3c10"  # an assistant message on that branch (editable once we branch)
+RENDER_BUDGET_MS = 1000
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+Lab = Any  # the conftest's Lab (url, token, root, pid, log)
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nbformat.write(nb, str(path))
+
+
+def open_notebook(page: Any, lab: Lab, name: str) -> None:
+    page.goto(lab.open_url(name), wait_until="domcontentloaded")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    # the kernel is ready when the toolbar indicator / status bar says idle
+    page.wait_for_function(
+        """() => {
+            const ind = document.querySelector('.jp-Notebook-ExecutionIndicator');
+            if (ind && ind.getAttribute('data-status') === 'idle') return true;
+            const bar = document.querySelector('#jp-main-statusbar');
+            return !!bar && /\\bIdle\\b/.test(bar.textContent);
+        }""",
+        timeout=60_000,
+    )
+
+
+def run_cell(page: Any, index: int, attempts: int = 12) -> None:
+    """Shift+Enter on cell ``index``, retried until its prompt shows [*] or [n] (the first
+    key press right after the kernel turns idle can be dropped)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    prompt = cell.locator(".jp-InputPrompt")
+    for _ in range(attempts):
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            page.wait_for_function(
+                "(el) => /\\[(\\*|\\d+)\\]/.test(el.textContent)",
+                arg=prompt.element_handle(),
+                timeout=2_500,
+            )
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"cell {index} never started running")
+
+
+def cell_output(page: Any, index: int, pattern: str, timeout: int = 30_000) -> str:
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    out = cell.locator(".jp-OutputArea-output", has_text=re.compile(pattern)).first
+    out.wait_for(timeout=timeout)
+    return str(out.inner_text())
+
+
+def tree_row(explorer: Any, entry_id: str) -> Any:
+    return explorer.locator(
+        ".pinb-tree .pinb-row", has=explorer.page.locator(".pinb-id", has_text=entry_id)
+    )
+
+
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()][1:]
+
+
+def switch_theme(page: Any, theme: str) -> bool:
+    """Settings ▸ Theme ▸ <theme> through the menu bar; False when the menu is not found."""
+    try:
+        page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+        page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+        page.locator(".lm-Menu-itemLabel", has_text=theme).first.click()
+        page.wait_for_function(
+            "(t) => document.body.dataset.jpThemeName === t", arg=theme, timeout=10_000
+        )
+        page.wait_for_timeout(400)
+        return True
+    except Exception:
+        return False
+
+
+def test_click_branch_and_omit_round_trip(lab: Lab, browser_context: Any, tmp_path: Path) -> None:
+    copy = tmp_path / "session.jsonl"
+    write_notebook(
+        lab.root / "explorer.ipynb",
+        [
+            "import shutil\n"
+            "from pi_nb.samples import sample_session_path\n"
+            "from pi_nb.session.tree import SessionTree\n"
+            "from pi_nb.notebook.widget import SessionExplorer\n"
+            f"shutil.copy(sample_session_path(), {str(copy)!r})\n"
+            f"tree = SessionTree.open({str(copy)!r})\n"
+            "explorer = SessionExplorer(tree)\n"
+            "explorer",
+            'print(f"LEAF={tree.leaf_id} SELECTED={explorer.selected_id}")',
+        ],
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        open_notebook(page, lab, "explorer.ipynb")
+        run_cell(page, 0)
+        explorer = page.locator(".pinb-explorer.pinb-ready").first
+        explorer.wait_for(timeout=60_000)
+        assert "1a2b3c1b" in tree_row(explorer, "1a2b3c1b").inner_text()  # the leaf, drawn
+
+        # select an entry off the current path, then branch there
+        row = tree_row(explorer, OFF_PATH)
+        assert "pinb-path" not in (row.get_attribute("class") or "")
+        row.click()
+        page.wait_for_function(
+            "(id) => [...document.querySelectorAll('.pinb-tree .pinb-sel .pinb-id')]"
+            ".some((e) => e.textContent === id)",
+            arg=OFF_PATH,
+            timeout=10_000,
+        )
+        explorer.locator('[data-act="branch"]').click()
+        explorer.locator(".pinb-status", has_text="Leaf moved").wait_for(timeout=20_000)
+        assert "pinb-leaf" in (tree_row(explorer, OFF_PATH).get_attribute("class") or "")
+
+        # the kernel agrees: the tree's leaf and the synced selection moved
+        run_cell(page, 1)
+        text = cell_output(page, 1, "LEAF=")
+        assert f"LEAF={OFF_PATH}" in text and f"SELECTED={OFF_PATH}" in text, text
+
+        # omit a message on the new path: the file gains a context edit under the new leaf
+        tree_row(explorer, ON_NEW_PATH).click()
+        explorer.locator('[data-act="omit"]:not([disabled])').click()
+        explorer.locator(".pinb-status", has_text="Omitted").wait_for(timeout=20_000)
+        last = read_entries(copy)[-1]
+        assert last["type"] == "context_edit"
+        assert last["targetId"] == ON_NEW_PATH and last["replacement"] is None
+        assert last["parentId"] == OFF_PATH  # appended on the branch we moved to
+        ctx = explorer.locator(".pinb-ctx .pinb-row", has_text="omitted").first
+        ctx.wait_for(timeout=10_000)
+
+        explorer.scroll_into_view_if_needed()
+        explorer.screenshot(path=str(ARTIFACTS / "explorer.png"))
+        if switch_theme(page, "JupyterLab Dark"):
+            explorer.screenshot(path=str(ARTIFACTS / "explorer_dark.png"))
+            switch_theme(page, "JupyterLab Light")
+        assert not errors, errors
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "explorer_failure.png"), full_page=True)
+        print(lab.log_tail())
+        raise
+    finally:
+        page.close()
+
+
+def test_10k_entries_render_under_a_second(lab: Lab, browser_context: Any) -> None:
+    write_notebook(
+        lab.root / "explorer_10k.ipynb",
+        [
+            "import time\n"
+            "from pi_nb.notebook.widget import SessionExplorer\n"
+            "from pi_nb.notebook.widget_state import synthetic_session\n"
+            "big_tree = synthetic_session(10_000)\n"
+            "t0 = time.perf_counter()\n"
+            "big = SessionExplorer(big_tree)\n"
+            'print(f"ENTRIES={len(big_tree)} STATE_MS={(time.perf_counter() - t0) * 1000:.0f}")\n'
+            "big",
+        ],
+    )
+    page = browser_context.new_page()
+    try:
+        open_notebook(page, lab, "explorer_10k.ipynb")
+        run_cell(page, 0)
+        explorer = page.locator(".pinb-explorer.pinb-ready").first
+        explorer.wait_for(timeout=90_000)
+        render_ms = float(explorer.get_attribute("data-render-ms") or "nan")
+        paint_ms = float(explorer.get_attribute("data-paint-ms") or "nan")
+        state = cell_output(page, 0, "ENTRIES=")
+        rows_in_dom = explorer.locator(".pinb-tree .pinb-row").count()
+        print(
+            f"10k explorer: {state.strip()}; render {render_ms:.1f} ms, first paint {paint_ms:.1f} ms"
+        )
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "explorer_10k_timing.json").write_text(
+            json.dumps({"render_ms": render_ms, "paint_ms": paint_ms, "kernel": state.strip()})
+        )
+        explorer.screenshot(path=str(ARTIFACTS / "explorer_10k.png"))
+        assert rows_in_dom < 200  # virtualized: only the visible window is in the DOM
+        assert render_ms < RENDER_BUDGET_MS and paint_ms < RENDER_BUDGET_MS, (render_ms, paint_ms)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "explorer_10k_failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
