@@ -107,8 +107,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False))
-    sys.stdout.write("\n")
+    text = json.dumps(value, ensure_ascii=False)
+    # A lone surrogate (an emoji cut in half) cannot be encoded: escape it like JavaScript.
+    data = text.encode("utf-8", "backslashreplace") if _has_surrogate(text) else text.encode()
+    sys.stdout.buffer.write(data + b"\n")
+    sys.stdout.flush()
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def build_parser() -> argparse.ArgumentParser:

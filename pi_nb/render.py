@@ -90,7 +90,7 @@ def render_tree(tree: SessionTree, width: int = 60, max_lines: int | None = None
         indent = "  " * depth + ("├ " if forked else "")
         lines.append(f"{mark} {indent}{eid} {describe_entry(node.entry, width)}{label}")
         if max_lines is not None and len(lines) >= max_lines:
-            lines.append(f"  … ({len(tree.entries) - len(lines) + 1} more entries)")
+            lines.append(f"  … ({len(tree) - len(lines)} more entries)")
             break
         if len(node.children) == 1:
             stack.append((node.children[0], depth, False))

@@ -152,16 +152,40 @@ def js_len(text: str) -> int:
 
 
 def _js_number(value: float) -> str:
+    """Number::toString as ECMAScript defines it (shortest round-trip digits)."""
     if value != value or value in (math.inf, -math.inf):
         return "null"
-    if value == int(value) and abs(value) < 1e21:
-        return str(int(value))
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # repr gives the shortest round-tripping digits; re-lay them out the JavaScript way.
+    digits, exponent = _shortest_digits(abs(value))
+    k = len(digits)
+    n = exponent + k  # position of the decimal point
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    e = n - 1
+    mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
+
+
+def _shortest_digits(value: float) -> tuple[str, int]:
+    """(significant digits, exponent) with value = int(digits) * 10**exponent."""
     text = repr(value)
-    if "e" in text:
-        mantissa, exp = text.split("e")
-        sign = "-" if exp.startswith("-") else "+"
-        text = f"{mantissa}e{sign}{int(exp.lstrip('+-'))}"
-    return text
+    mantissa, _, exp = text.partition("e")
+    exponent = int(exp) if exp else 0
+    whole, _, frac = mantissa.partition(".")
+    if frac == "0":
+        frac = ""
+    digits = (whole + frac).lstrip("0")
+    exponent -= len(frac)
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    return stripped or "0", exponent
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
@@ -181,7 +205,8 @@ def js_stringify(value: Any) -> str:
     if isinstance(value, str):
         return _js_string(value)
     if isinstance(value, int):
-        return str(value)
+        # JavaScript numbers are doubles: big integers lose digits the same way.
+        return str(value) if abs(value) <= 2**53 else _js_number(float(value))
     if isinstance(value, float):
         return _js_number(value)
     if isinstance(value, dict):

@@ -15,7 +15,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 def validate_session_id(session_id: str) -> None:
     """Pi 1.3's rule for custom session ids."""
-    if not _SESSION_ID.match(session_id):
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
         raise SessionError(
             "Session id must be non-empty, use only letters, digits, '.', '_' and '-', "
             "and start and end with a letter or digit"
@@ -55,6 +55,7 @@ class SessionInfo:
     modified_ms: int
     message_count: int
     first_message: str
+    all_messages_text: str = ""
 
 
 def _text(message: dict) -> str:
@@ -80,23 +81,36 @@ def session_info(path: str) -> SessionInfo | None:
     name = None
     count = 0
     first = ""
+    texts: list[str] = []
     modified: int | None = None
     for entry in loaded.entries:
         kind = entry.get("type")
         if kind == "session_info":
             value = entry.get("name")
-            name = value.strip() or None if isinstance(value, str) else None
-        elif kind == "message":
-            message = entry.get("message")
-            if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-                continue
-            count += 1
+            name = (value.strip() or None) if isinstance(value, str) else None
+        if kind != "message":
+            continue
+        count += 1  # Pi counts every message entry
+        message = entry.get("message")
+        if not isinstance(message, dict) or "content" not in message:
+            continue
+        if message.get("role") not in ("user", "assistant"):
+            continue
+        stamp = message.get("timestamp")
+        when = (
+            stamp
+            if isinstance(stamp, (int, float)) and not isinstance(stamp, bool)
+            else iso_to_ms(entry.get("timestamp"))
+        )
+        if when is not None:
+            modified = max(modified or 0, int(when))
+        text = _text(message)
+        if text:
+            texts.append(text)
             if not first and message.get("role") == "user":
-                first = _text(message)
-            stamp = message.get("timestamp")
-            when = stamp if isinstance(stamp, (int, float)) else iso_to_ms(entry.get("timestamp"))
-            if when is not None:
-                modified = max(modified or 0, int(when))
+                first = text
+    if modified is not None and modified <= 0:
+        modified = None
     if modified is None:
         modified = iso_to_ms(header.get("timestamp")) or int(os.path.getmtime(path) * 1000)
     return SessionInfo(
@@ -108,7 +122,8 @@ def session_info(path: str) -> SessionInfo | None:
         created=header.get("timestamp", ""),
         modified_ms=modified,
         message_count=count,
-        first_message=first,
+        first_message=first or "(no messages)",
+        all_messages_text=" ".join(texts),
     )
 
 
