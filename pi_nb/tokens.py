@@ -48,7 +48,7 @@ def message_chars(message: Message) -> int:
         for value in (message.get("sections") or {}).values():
             if value:
                 chars += js_len(value)
-        if message.get("toolsAdded"):
+        if message.get("toolsAdded") is not None:  # an empty list counts, as in JavaScript
             chars += js_len(js_stringify(message["toolsAdded"]))
         return chars
     if role in ("user", "custom", "toolResult"):

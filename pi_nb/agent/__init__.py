@@ -1,0 +1,61 @@
+"""The agent: a loop over a session file, its tools, overflow handling and the ``Session``.
+
+Importing this package does not import litellm; the first model call does.
+"""
+
+from __future__ import annotations
+
+from .cli import compact_cli, run_prompt_cli
+from .loop import AgentLoop, LoopConfig, LoopResult, MessageQueue, user_message
+from .overflow import (
+    RetryPolicy,
+    classify_exception,
+    is_context_overflow,
+    is_recoverable_length,
+    is_retryable_error,
+)
+from .session import (
+    DEFAULT_MODEL,
+    OVERFLOW_RECOVERY_FAILED,
+    RunResult,
+    Session,
+    SessionBusyError,
+    default_system_prompt,
+)
+from .tools import (
+    Tool,
+    ToolError,
+    ToolResult,
+    default_tools,
+    to_openai_tools,
+    tool,
+    tool_from_function,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "OVERFLOW_RECOVERY_FAILED",
+    "AgentLoop",
+    "LoopConfig",
+    "LoopResult",
+    "MessageQueue",
+    "RetryPolicy",
+    "RunResult",
+    "Session",
+    "SessionBusyError",
+    "Tool",
+    "ToolError",
+    "ToolResult",
+    "classify_exception",
+    "compact_cli",
+    "default_system_prompt",
+    "default_tools",
+    "is_context_overflow",
+    "is_recoverable_length",
+    "is_retryable_error",
+    "run_prompt_cli",
+    "to_openai_tools",
+    "tool",
+    "tool_from_function",
+    "user_message",
+]

@@ -1,0 +1,192 @@
+"""The agent side of the ``pi-nb`` command line: ``prompt`` and ``compact``.
+
+``pi_nb.cli`` parses the arguments and calls these; they return the exit status.
+
+    pi-nb prompt FILE "TEXT" [--model M] [--window W] [--reserve R] [--keep K] [--no-tools]
+    pi-nb compact FILE [--preview] [--model M] [--focus TEXT]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+__all__ = ["compact_cli", "run_prompt_cli"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_ABORTED = 130
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _session_options(
+    model: str | None, window: int | None, reserve: int | None, keep: int | None
+) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if model:
+        options["model"] = model
+    if window is not None:
+        options["window"] = window
+    if reserve is not None:
+        options["reserve"] = reserve
+    if keep is not None:
+        options["keep"] = keep
+    return options
+
+
+class _Printer:
+    """Streams a run: reply text to ``out``, tool calls, compactions and retries to ``err``."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+        self.mid_line = False
+
+    def _note(self, text: str) -> None:
+        if self.mid_line:
+            self.out.write("\n")
+            self.out.flush()
+            self.mid_line = False
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "message_update":
+            delta = event.get("delta") or ""
+            self.out.write(delta)
+            self.out.flush()
+            self.mid_line = not delta.endswith("\n") if delta else self.mid_line
+        elif kind == "message_end" and event["message"].get("role") == "assistant":
+            if self.mid_line:
+                self.out.write("\n")
+                self.out.flush()
+                self.mid_line = False
+            message = event["message"]
+            if message.get("stopReason") == "aborted":
+                self._note("[aborted]")
+        elif kind == "tool_execution_start":
+            self._note(f"[tool] {event.get('toolName')}({_short(event.get('args') or {})})")
+        elif kind == "tool_execution_end" and event.get("isError"):
+            content = (event.get("result") or {}).get("content") or []
+            text = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+            self._note(f"[tool error] {event.get('toolName')}: {_short(text, 200)}")
+        elif kind == "compaction_start":
+            self._note(f"[compacting: {event.get('reason')}]")
+        elif kind == "compaction_end":
+            result = event.get("result")
+            if result is not None:
+                before = getattr(result, "tokens_before", None) or getattr(result, "tokensBefore", None)
+                after = getattr(result, "tokens_after", None) or getattr(result, "estimated_tokens_after", None)
+                figures = f"{before} → {after} tokens" if after is not None else f"{before} tokens before"
+                self._note(f"[compacted: {figures}]")
+            elif event.get("errorMessage"):
+                self._note(f"[compaction failed: {event['errorMessage']}]")
+            elif event.get("skipped"):
+                self._note(f"[compaction skipped: {event['skipped']}]")
+        elif kind == "auto_retry_start":
+            self._note(
+                f"[retry {event.get('attempt')}/{event.get('maxAttempts')} in "
+                f"{event.get('delayMs', 0) / 1000:g}s: {_short(event.get('errorMessage') or '', 160)}]"
+            )
+
+
+def run_prompt_cli(
+    path: str,
+    text: str,
+    model: str | None = None,
+    window: int | None = None,
+    reserve: int | None = None,
+    keep: int | None = None,
+    no_tools: bool = False,
+    stream_to: TextIO | None = None,
+    err: TextIO | None = None,
+    **options: Any,
+) -> int:
+    """``pi-nb prompt``: send one prompt to the session in ``path`` (created if needed).
+
+    The reply streams to ``stream_to`` (stdout); tool calls, compactions and retries are
+    noted on ``err`` (stderr). Compaction happens when the trigger fires. Returns 0 on
+    success, 1 when the run failed, 130 when it was interrupted.
+    """
+    from .session import Session
+
+    out = stream_to if stream_to is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    opts = {**_session_options(model, window, reserve, keep), **options}
+    if no_tools:
+        opts["no_tools"] = True
+    file = os.path.abspath(path)
+    folder = os.path.dirname(file)
+    if folder and not os.path.isdir(folder):
+        os.makedirs(folder, exist_ok=True)
+    if os.path.exists(file) and os.path.getsize(file) > 0:
+        session = Session.open(file, **opts)
+    else:
+        opts.setdefault("cwd", os.getcwd())
+        session = Session.open_or_new(file, **opts)
+    printer = _Printer(out, err)
+    result = session.prompt(text, on_event=printer)
+    session.tree.flush()
+    if result.aborted:
+        return EXIT_ABORTED
+    if result.error:
+        err.write(f"pi-nb: error: {result.error}\n")
+        err.flush()
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def compact_cli(
+    path: str,
+    preview: bool = False,
+    model: str | None = None,
+    focus: str | None = None,
+    stream_to: TextIO | None = None,
+    err: TextIO | None = None,
+    **options: Any,
+) -> int:
+    """``pi-nb compact``: compact the session in ``path`` now (or ``preview`` the cut).
+
+    Prints the summary (or the preview) to ``stream_to``. Returns 0 on success, 1 when
+    there is nothing to compact or the summary failed, 2 when the file does not exist.
+    """
+    from .. import compaction as comp
+    from .session import Session
+
+    out = stream_to if stream_to is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    if not os.path.exists(path):
+        err.write(f"pi-nb: error: {path}: no such session file\n")
+        return EXIT_USAGE
+    session = Session.open(path, **{**_session_options(model, None, None, None), **options})
+    try:
+        result = session.compact(focus=focus, preview=preview)
+    except (comp.NothingToCompact, comp.AlreadyCompacted, comp.CompactionCancelled, comp.SummarizationError) as exc:
+        err.write(f"pi-nb: error: {exc}\n")
+        return EXIT_FAILED
+    out.write(_render_compaction(result).rstrip("\n") + "\n")
+    out.flush()
+    return EXIT_OK
+
+
+def _render_compaction(result: Any) -> str:
+    """A compaction result as text: one line of figures, then the summary."""
+    committed = getattr(result, "committed", True)
+    head = "compaction written" if committed else "compaction preview (nothing written)"
+    figures = [
+        f"tokens {getattr(result, 'tokens_before', '?')} → {getattr(result, 'tokens_after', '?')}",
+        f"first kept entry {getattr(result, 'first_kept_entry_id', '?')}",
+    ]
+    preparation = getattr(result, "preparation", None)
+    if preparation is not None and getattr(preparation, "is_split_turn", False):
+        figures.append("split turn")
+    return f"{head}: " + ", ".join(figures) + "\n\n" + str(getattr(result, "summary", result))
