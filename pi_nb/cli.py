@@ -90,6 +90,46 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cut(args: argparse.Namespace) -> int:
+    """Where a compaction would cut now (Pi 1.3's prepareCompaction), without a model call."""
+    from .compaction.prepare import cut_command
+
+    tree = _open(args.file, args.leaf)  # validates the file and the leaf id
+    del tree
+    result = cut_command(args.file, leaf=args.leaf, keep=args.keep, reserve=args.reserve)
+    if args.json:
+        _print_json(result)
+    elif result.get("nothingToCompact"):
+        print("nothing to compact")
+    else:
+        for key, value in result.items():
+            print(f"{key:<20}: {value}")
+    return 0
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    """Send one user prompt through the agent (file created if needed); stream the reply."""
+    from .agent.cli import run_prompt_cli
+
+    return run_prompt_cli(
+        args.file,
+        args.text,
+        model=args.model,
+        window=args.window,
+        reserve=args.reserve,
+        keep=args.keep,
+        no_tools=args.no_tools,
+    )
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Compact the session now (or --preview: show the cut and summary, change nothing)."""
+    from .agent.cli import compact_cli
+
+    _open(args.file)
+    return compact_cli(args.file, preview=args.preview, model=args.model, focus=args.focus)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Open a session file (a bundled sample by default) and print tree, context and tokens."""
     from .samples import sample_session_path
@@ -122,6 +162,16 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be ≥ 0, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pi-nb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -146,6 +196,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--leaf")
     p.add_argument("--model", default=None, help="litellm model name for the tiktoken count")
     p.add_argument("--json", action="store_true")
+
+    p = add("cut", cmd_cut, "where a compaction would cut (Pi's prepareCompaction)")
+    p.add_argument("file")
+    p.add_argument("--leaf")
+    p.add_argument("--keep", type=_non_negative, help="keepRecentTokens (default 20000)")
+    p.add_argument("--reserve", type=_non_negative, help="reserveTokens (default 16384)")
+    p.add_argument("--json", action="store_true")
+
+    p = add("prompt", cmd_prompt, "run one user prompt through the agent on a session file")
+    p.add_argument("file")
+    p.add_argument("text")
+    p.add_argument("--model", help="litellm model name (default pinb/scripted; offline: pinb/smollm2)")
+    p.add_argument("--window", type=_non_negative, help="context window W")
+    p.add_argument("--reserve", type=_non_negative, help="reserve R")
+    p.add_argument("--keep", type=_non_negative, help="keepRecentTokens")
+    p.add_argument("--no-tools", action="store_true", help="no read/write/edit/bash tools")
+
+    p = add("compact", cmd_compact, "compact a session now, or --preview the compaction")
+    p.add_argument("file")
+    p.add_argument("--preview", action="store_true")
+    p.add_argument("--model")
+    p.add_argument("--focus", help="extra instructions for the summary")
 
     p = add("demo", cmd_demo, "print tree, context and tokens of a session (sample by default)")
     p.add_argument("file", nargs="?")
