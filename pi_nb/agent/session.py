@@ -67,6 +67,10 @@ LENGTH_RECOVERY_FAILED = "Truncated response recovery failed after one compact-a
 Listener = Callable[[dict[str, Any]], None]
 
 
+# Local models too small to end a summary on their own (see CompactionSettings).
+TINY_LOCAL_MODELS = frozenset({"pinb/smollm2"})
+
+
 class SessionBusyError(RuntimeError):
     """A prompt is already running on this session."""
 
@@ -342,6 +346,9 @@ class Session:
                 changes["reserve_tokens"] = window // 4
             if self._keep is None and settings.keep_recent_tokens * 2 > window:
                 changes["keep_recent_tokens"] = window // 4
+        if self._model in TINY_LOCAL_MODELS and not settings.accept_truncated:
+            # SmolLM2-135M rarely stops before its cap; keep its capped summaries.
+            changes["accept_truncated"] = True
         return replace(settings, **changes) if changes else settings
 
     @property

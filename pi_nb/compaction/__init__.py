@@ -1,0 +1,78 @@
+"""Compaction: cut, summarize and checkpoint long sessions (Pi 1.3 semantics).
+
+- :mod:`.settings` — budgets (reserve, keep-recent), per-model overrides, the trigger.
+- :mod:`.cut` — where the kept part starts; split turns.
+- :mod:`.prepare` — what to summarize, what to keep, file operations.
+- :mod:`.prompts` — the editable prompt texts.
+- :mod:`.summarize` — serialization and the summary model calls (window-fitted).
+- :mod:`.compact` — compact / preview; branch summaries when navigating the tree.
+
+Nothing here imports litellm until a model is called.
+"""
+
+from __future__ import annotations
+
+from .compact import (
+    AlreadyCompacted,
+    BranchPreparation,
+    CompactionCancelled,
+    CompactionError,
+    CompactionResult,
+    NavigateResult,
+    NothingToCompact,
+    TreePreparation,
+    collect_branch_entries,
+    compact,
+    navigate,
+    prepare_branch_entries,
+    preview_compaction,
+)
+from .cut import CutPoint, find_cut_point
+from .prepare import (
+    CompactionPreparation,
+    FileOps,
+    cut_command,
+    format_file_operations,
+    prepare_compaction,
+)
+from .prompts import DEFAULT_PROMPTS, PromptSet
+from .settings import CompactionSettings, SettingsError, resolve_window, should_compact
+from .summarize import (
+    SummarizationError,
+    SummaryResult,
+    generate_summary,
+    serialize_conversation,
+)
+
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "AlreadyCompacted",
+    "BranchPreparation",
+    "CompactionCancelled",
+    "CompactionError",
+    "CompactionPreparation",
+    "CompactionResult",
+    "CompactionSettings",
+    "CutPoint",
+    "FileOps",
+    "NavigateResult",
+    "NothingToCompact",
+    "PromptSet",
+    "SettingsError",
+    "SummarizationError",
+    "SummaryResult",
+    "TreePreparation",
+    "collect_branch_entries",
+    "compact",
+    "cut_command",
+    "find_cut_point",
+    "format_file_operations",
+    "generate_summary",
+    "navigate",
+    "prepare_branch_entries",
+    "prepare_compaction",
+    "preview_compaction",
+    "resolve_window",
+    "serialize_conversation",
+    "should_compact",
+]

@@ -1,0 +1,795 @@
+"""Compact a session, preview a compaction, summarize a branch when moving the leaf.
+
+:func:`compact` follows Pi 1.3's manual/automatic compaction: prepare the cut, let
+``session_before_compact`` hooks cancel or supply the result, summarize (history, plus the
+opening of a split turn), append the file lists, write the ``compaction`` entry, then
+notify ``session_compact``. :func:`preview_compaction` does the same without writing.
+:func:`navigate` moves the leaf like Pi's ``/tree``, optionally summarizing the branch
+being left.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..hooks import (
+    COMPACTION_END,
+    COMPACTION_START,
+    SESSION_COMPACT,
+    SESSION_COMPACT_FAILED,
+    SESSION_TREE,
+    Hooks,
+)
+from ..messages import content_text, current_system_message
+from ..projection import build_session_projection, compaction_summary_message
+from ..session.entries import Entry, Message, iso_to_ms, new_entry_id, now_iso
+from ..tokens import estimate_tokens
+from .prepare import (
+    CompactionPreparation,
+    FileOps,
+    file_ops_from_message,
+    format_file_operations,
+    prepare_compaction,
+)
+from .prompts import DEFAULT_PROMPTS, PromptSet
+from .settings import DEFAULT_BRANCH_SUMMARY_RESERVE, CompactionSettings, resolve_window
+from .summarize import Completion, combine_usage, generate_summary
+
+if TYPE_CHECKING:
+    from ..projection import Projection
+    from ..session.tree import SessionTree
+
+__all__ = [
+    "NO_BRANCH_CONTENT",
+    "NO_PRIOR_HISTORY",
+    "AlreadyCompacted",
+    "BranchPreparation",
+    "CompactionCancelled",
+    "CompactionError",
+    "CompactionResult",
+    "NavigateResult",
+    "NothingToCompact",
+    "TreePreparation",
+    "collect_branch_entries",
+    "compact",
+    "navigate",
+    "prepare_branch_entries",
+    "preview_compaction",
+]
+
+#: History text of a split-turn compaction that has no earlier history and no previous summary.
+NO_PRIOR_HISTORY = "No prior history."
+#: Branch summary text when the abandoned branch has nothing to summarize.
+NO_BRANCH_CONTENT = "No content to summarize"
+_FAILED = "Compaction failed"
+_FAILURE_PREFIX = {
+    "overflow": "Context overflow recovery failed",
+    "threshold": "Auto-compaction failed",
+}
+_TURN_CONTEXT_RULE = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+
+
+class CompactionError(RuntimeError):
+    """A compaction that could not be made."""
+
+
+class NothingToCompact(CompactionError):
+    """The branch has nothing to summarize (everything fits in the kept part)."""
+
+
+class AlreadyCompacted(CompactionError):
+    """The branch already ends with a compaction."""
+
+
+class CompactionCancelled(CompactionError):
+    """A ``session_before_compact`` hook cancelled the compaction."""
+
+
+# --- compaction -------------------------------------------------------------------------
+
+
+@dataclass
+class CompactionResult:
+    """A compaction (written, or previewed) and how it came about.
+
+    Attributes:
+        summary: the summary text (file lists included).
+        first_kept_entry_id: the first entry kept verbatim.
+        tokens_before: projected context estimate before.
+        tokens_after: estimate of the projection after (sum of message estimates).
+        details: ``{"readFiles", "modifiedFiles"}`` (or what a hook supplied).
+        usage: tokens spent on the summary calls (combined), if any.
+        entry: the compaction entry (for a preview: the entry that would be written).
+        preparation: the plan it was made from.
+        from_hook: the result was supplied by a ``session_before_compact`` hook.
+        calls: summary model calls made; chunks: conversation chunks summarized.
+        reason: ``"manual"``, ``"threshold"`` or ``"overflow"``.
+        committed: False for a preview.
+        projection: the projection after the compaction (would-be, for a preview).
+    """
+
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    tokens_after: int
+    details: Any
+    usage: dict[str, Any] | None
+    entry: Entry
+    preparation: CompactionPreparation
+    from_hook: bool = False
+    calls: int = 0
+    chunks: int = 0
+    reason: str = "manual"
+    committed: bool = True
+    projection: Projection | None = field(default=None, repr=False)
+
+    @property
+    def read_files(self) -> list[str]:
+        files = self.details.get("readFiles") if isinstance(self.details, Mapping) else None
+        return list(files) if isinstance(files, list) else []
+
+    @property
+    def modified_files(self) -> list[str]:
+        files = self.details.get("modifiedFiles") if isinstance(self.details, Mapping) else None
+        return list(files) if isinstance(files, list) else []
+
+    def to_dict(self) -> dict[str, Any]:
+        """Pi's CompactionResult fields plus pi_nb's extras (camelCase)."""
+        return {
+            "summary": self.summary,
+            "firstKeptEntryId": self.first_kept_entry_id,
+            "tokensBefore": self.tokens_before,
+            "estimatedTokensAfter": self.tokens_after,
+            "details": self.details,
+            "usage": self.usage,
+            "fromHook": self.from_hook,
+            "calls": self.calls,
+            "chunks": self.chunks,
+            "reason": self.reason,
+            "committed": self.committed,
+        }
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        title = "Compaction" if self.committed else "Compaction preview (not written)"
+        cost = ""
+        if isinstance(self.usage, Mapping):
+            cost = f"{self.usage.get('input', 0)} in / {self.usage.get('output', 0)} out"
+        rows = [
+            ("tokens", f"{self.tokens_before} → {self.tokens_after}"),
+            ("first kept", self.first_kept_entry_id),
+            ("split turn", "yes" if self.preparation.is_split_turn else "no"),
+            (
+                "source",
+                "hook" if self.from_hook else f"{self.calls} call(s), {self.chunks} chunk(s)",
+            ),
+            ("summary usage", cost or "—"),
+            ("files read", ", ".join(self.read_files) or "—"),
+            ("files modified", ", ".join(self.modified_files) or "—"),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{esc(k)}</th><td>{esc(str(v))}</td></tr>"
+            for k, v in rows
+        )
+        return (
+            f"<div class='pi-nb-compaction'><b>{esc(title)}</b> ({esc(self.reason)})"
+            f"<table>{body}</table><details><summary>summary</summary>"
+            f"<pre style='white-space:pre-wrap'>{esc(self.summary)}</pre></details></div>"
+        )
+
+    def __repr__(self) -> str:
+        state = "" if self.committed else " preview"
+        return (
+            f"<CompactionResult{state} {self.tokens_before}→{self.tokens_after} tokens, "
+            f"first kept {self.first_kept_entry_id}, calls={self.calls}, from_hook={self.from_hook}>"
+        )
+
+
+@dataclass
+class _Plan:
+    summary: str
+    first_kept_entry_id: str | None
+    tokens_before: int
+    details: Any
+    usage: dict[str, Any] | None
+    from_hook: bool
+    preparation: CompactionPreparation
+    calls: int = 0
+    chunks: int = 0
+
+
+def _prepare(
+    tree: SessionTree, settings: CompactionSettings
+) -> tuple[list[Entry], CompactionPreparation]:
+    branch = tree.get_branch()
+    preparation = prepare_compaction(branch, settings)
+    if preparation is None:
+        if branch and branch[-1].get("type") == "compaction":
+            raise AlreadyCompacted("Already compacted")
+        raise NothingToCompact("Nothing to compact (session too small)")
+    return branch, preparation
+
+
+def _supplied(value: Any, preparation: CompactionPreparation) -> _Plan:
+    """A compaction a hook supplied, used verbatim."""
+    if not isinstance(value, Mapping):
+        raise CompactionError("session_before_compact returned a 'compaction' that is not a dict")
+    summary = value.get("summary")
+    first_kept = value.get("firstKeptEntryId", value.get("first_kept_entry_id"))
+    tokens_before = value.get("tokensBefore", value.get("tokens_before"))
+    if not isinstance(summary, str):
+        raise CompactionError("session_before_compact compaction needs a string 'summary'")
+    if first_kept is not None and not isinstance(first_kept, str):
+        raise CompactionError(
+            "session_before_compact compaction 'firstKeptEntryId' must be a string"
+        )
+    if isinstance(tokens_before, bool) or not isinstance(tokens_before, int):
+        raise CompactionError("session_before_compact compaction needs an integer 'tokensBefore'")
+    return _Plan(
+        summary=summary,
+        first_kept_entry_id=first_kept,
+        tokens_before=tokens_before,
+        details=value.get("details"),
+        usage=value.get("usage"),
+        from_hook=True,
+        preparation=preparation,
+    )
+
+
+def _summarize(
+    preparation: CompactionPreparation,
+    model: str,
+    prompts: PromptSet,
+    focus: str | None,
+    window: int | None,
+    completion: Completion | None,
+) -> _Plan:
+    """The built-in summary: history (+ turn prefix), then the file lists."""
+    reserve = preparation.settings.reserve_tokens
+    results = []
+    if preparation.is_split_turn and preparation.turn_prefix_messages:
+        previous = preparation.previous_summary
+        history = previous if previous is not None else NO_PRIOR_HISTORY
+        if preparation.messages_to_summarize:
+            result = generate_summary(
+                preparation.messages_to_summarize,
+                model,
+                reserve_tokens=reserve,
+                prompts=prompts,
+                previous_summary=previous,
+                focus=focus,
+                kind="history",
+                window=window,
+                completion=completion,
+                accept_truncated=preparation.settings.accept_truncated,
+            )
+            results.append(result)
+            history = result.text
+        prefix = generate_summary(
+            preparation.turn_prefix_messages,
+            model,
+            reserve_tokens=reserve,
+            prompts=prompts,
+            kind="turn_prefix",
+            window=window,
+            completion=completion,
+            accept_truncated=preparation.settings.accept_truncated,
+        )
+        results.append(prefix)
+        summary = history + _TURN_CONTEXT_RULE + prefix.text
+    else:
+        result = generate_summary(
+            preparation.messages_to_summarize,
+            model,
+            reserve_tokens=reserve,
+            prompts=prompts,
+            previous_summary=preparation.previous_summary,
+            focus=focus,
+            kind="history",
+            window=window,
+            completion=completion,
+            accept_truncated=preparation.settings.accept_truncated,
+        )
+        results.append(result)
+        summary = result.text
+    details = preparation.file_ops.details()
+    summary += format_file_operations(details["readFiles"], details["modifiedFiles"])
+    return _Plan(
+        summary=summary,
+        first_kept_entry_id=preparation.first_kept_entry_id,
+        tokens_before=preparation.tokens_before,
+        details=details,
+        usage=combine_usage(*(r.usage for r in results)),
+        from_hook=False,
+        preparation=preparation,
+        calls=sum(r.calls for r in results),
+        chunks=sum(r.chunks for r in results),
+    )
+
+
+def _decide(
+    branch: list[Entry],
+    preparation: CompactionPreparation,
+    model: str,
+    prompts: PromptSet | None,
+    focus: str | None,
+    hooks: Hooks | None,
+    reason: str,
+    will_retry: bool,
+    window: int | None,
+    completion: Completion | None,
+) -> _Plan:
+    """Ask the hooks, then summarize unless a hook cancelled or supplied the result."""
+    if hooks is not None:
+        answer = hooks.run_before_compact(
+            {
+                "preparation": preparation,
+                "branch_entries": branch,
+                "custom_instructions": focus,
+                "reason": reason,
+                "will_retry": will_retry,
+            }
+        )
+        if answer and answer.get("cancel"):
+            raise CompactionCancelled("Compaction cancelled")
+        if answer and answer.get("compaction") is not None:
+            return _supplied(answer["compaction"], preparation)
+    return _summarize(preparation, model, prompts or DEFAULT_PROMPTS, focus, window, completion)
+
+
+def _messages_tokens(messages: Sequence[Message]) -> int:
+    return sum(estimate_tokens(m) for m in messages)
+
+
+def compact(
+    tree: SessionTree,
+    model: str,
+    *,
+    settings: CompactionSettings | None = None,
+    prompts: PromptSet | None = None,
+    focus: str | None = None,
+    hooks: Hooks | None = None,
+    reason: str = "manual",
+    will_retry: bool = False,
+    window: int | None = None,
+    completion: Completion | None = None,
+) -> CompactionResult:
+    """Compact the current branch of ``tree`` and write the ``compaction`` entry.
+
+    Args:
+        tree: the session.
+        model: litellm name of the summarizing model (also selects per-model settings).
+        settings: budgets (default :class:`CompactionSettings`).
+        prompts: prompt texts (default :data:`~pi_nb.compaction.prompts.DEFAULT_PROMPTS`).
+        focus: extra instructions for the summary ("Additional focus: …").
+        hooks: ``session_before_compact`` may cancel or supply the result;
+            ``session_compact`` is told about the written entry; ``compaction_start`` /
+            ``compaction_end`` / ``session_compact_failed`` are emitted (for an automatic
+            compaction only once there is something to compact, as in Pi).
+        reason: ``"manual"``, ``"threshold"`` or ``"overflow"`` (passed to hooks).
+        will_retry: passed to hooks (an overflow recovery will retry the request).
+        window: the summarizing model's context window (default: litellm's table).
+        completion: the model call (see :func:`~pi_nb.compaction.summarize.generate_summary`).
+
+    Raises:
+        AlreadyCompacted, NothingToCompact, CompactionCancelled, SummarizationError.
+    """
+    settings = (settings or CompactionSettings()).for_model(model)
+    started = False
+    if reason == "manual" and hooks is not None:  # Pi: manual start precedes the checks
+        hooks.emit(COMPACTION_START, reason=reason)
+        started = True
+    from_hook = False
+    try:
+        branch, preparation = _prepare(tree, settings)
+        if not started and hooks is not None:  # automatic: only when there is work
+            hooks.emit(COMPACTION_START, reason=reason)
+            started = True
+        plan = _decide(
+            branch,
+            preparation,
+            model,
+            prompts,
+            focus,
+            hooks,
+            reason,
+            will_retry,
+            window,
+            completion,
+        )
+        from_hook = plan.from_hook
+        entry = tree.append_compaction(
+            plan.summary,
+            plan.first_kept_entry_id,
+            plan.tokens_before,
+            plan.details,
+            plan.from_hook,
+            plan.usage,
+        )
+        projection = tree.projection()
+        result = CompactionResult(
+            summary=plan.summary,
+            first_kept_entry_id=entry["firstKeptEntryId"],
+            tokens_before=plan.tokens_before,
+            tokens_after=_messages_tokens(projection.messages),
+            details=plan.details,
+            usage=plan.usage,
+            entry=entry,
+            preparation=plan.preparation,
+            from_hook=plan.from_hook,
+            calls=plan.calls,
+            chunks=plan.chunks,
+            reason=reason,
+            projection=projection,
+        )
+    except Exception as exc:
+        if hooks is not None and started:
+            aborted = isinstance(exc, CompactionCancelled)
+            message = None if aborted else f"{_FAILURE_PREFIX.get(reason, _FAILED)}: {exc}"
+            hooks.emit(
+                COMPACTION_END,
+                reason=reason,
+                result=None,
+                aborted=aborted,
+                will_retry=False,
+                error_message=message,
+            )
+            hooks.emit(
+                SESSION_COMPACT_FAILED,
+                reason=reason,
+                error_message=message,
+                aborted=aborted,
+                will_retry=False,
+                from_extension=from_hook,
+            )
+        raise
+    if hooks is not None:
+        hooks.emit(
+            SESSION_COMPACT,
+            compaction_entry=entry,
+            from_extension=plan.from_hook,
+            reason=reason,
+            will_retry=will_retry,
+        )
+        hooks.emit(
+            COMPACTION_END, reason=reason, result=result, aborted=False, will_retry=will_retry
+        )
+    return result
+
+
+def preview_compaction(
+    tree: SessionTree,
+    model: str,
+    *,
+    settings: CompactionSettings | None = None,
+    prompts: PromptSet | None = None,
+    focus: str | None = None,
+    hooks: Hooks | None = None,
+    reason: str = "manual",
+    window: int | None = None,
+    completion: Completion | None = None,
+) -> CompactionResult:
+    """Everything :func:`compact` does except writing: the summary calls are made and
+    ``session_before_compact`` hooks run, but nothing is appended and no notification is
+    emitted. ``result.entry`` is the entry that would be written and ``result.projection``
+    the projection it would give (``result.committed`` is False).
+    """
+    settings = (settings or CompactionSettings()).for_model(model)
+    branch, preparation = _prepare(tree, settings)
+    plan = _decide(
+        branch, preparation, model, prompts, focus, hooks, reason, False, window, completion
+    )
+    entry: Entry = {
+        "type": "compaction",
+        "id": new_entry_id(tree),
+        "parentId": tree.leaf_id,
+        "timestamp": now_iso(),
+    }
+    first_kept = plan.first_kept_entry_id
+    if first_kept is not None and first_kept not in tree:
+        raise CompactionError(f"Entry {first_kept} not found")
+    entry["summary"] = plan.summary
+    entry["firstKeptEntryId"] = first_kept or entry["id"]
+    entry["tokensBefore"] = plan.tokens_before
+    for key, value in (
+        ("details", plan.details),
+        ("usage", plan.usage),
+        ("fromHook", plan.from_hook),
+    ):
+        if value is not None:
+            entry[key] = value
+    system = current_system_message(build_session_projection(branch).messages)
+    if system is not None:
+        entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
+    entries = [*branch, entry]
+    projection = build_session_projection(entries, entry["id"])
+    return CompactionResult(
+        summary=plan.summary,
+        first_kept_entry_id=entry["firstKeptEntryId"],
+        tokens_before=plan.tokens_before,
+        tokens_after=_messages_tokens(projection.messages),
+        details=plan.details,
+        usage=plan.usage,
+        entry=entry,
+        preparation=plan.preparation,
+        from_hook=plan.from_hook,
+        calls=plan.calls,
+        chunks=plan.chunks,
+        reason=reason,
+        committed=False,
+        projection=projection,
+    )
+
+
+# --- branch summaries -------------------------------------------------------------------
+
+
+def collect_branch_entries(
+    tree: SessionTree, old_leaf_id: str | None, target_id: str
+) -> tuple[list[Entry], str | None]:
+    """Entries of the branch being left: from the old leaf back to (not including) the
+    deepest entry shared with the target's path, oldest first; plus that common ancestor."""
+    if not old_leaf_id:
+        return [], None
+    old_path = {e["id"] for e in tree.get_branch(old_leaf_id)}
+    common: str | None = None
+    for entry in reversed(tree.get_branch(target_id)):
+        if entry["id"] in old_path:
+            common = entry["id"]
+            break
+    entries: list[Entry] = []
+    current: str | None = old_leaf_id
+    seen: set[str] = set()
+    while current and current != common and current not in seen:
+        seen.add(current)
+        entry = tree.get(current)
+        if entry is None:
+            break
+        entries.append(entry)
+        parent = entry.get("parentId")
+        current = parent if isinstance(parent, str) else None
+    entries.reverse()
+    return entries, common
+
+
+@dataclass
+class BranchPreparation:
+    """What a branch summary reads: messages (oldest first), file ops, estimated tokens."""
+
+    messages: list[Message]
+    file_ops: FileOps
+    total_tokens: int
+
+
+def _branch_message(entry: Entry) -> Message | None:
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        if not isinstance(message, dict) or message.get("role") == "toolResult":
+            return None
+        return message
+    if kind == "custom_message":
+        content = entry.get("content")
+        message = {
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": [] if content is None else content,
+            "display": entry.get("display"),
+            "timestamp": iso_to_ms(entry.get("timestamp")),
+        }
+        if "details" in entry:
+            message["details"] = entry["details"]
+        return message
+    if kind == "branch_summary":
+        return {
+            "role": "branchSummary",
+            "summary": entry.get("summary") or "",
+            "fromId": entry.get("fromId"),
+            "timestamp": iso_to_ms(entry.get("timestamp")),
+        }
+    if kind == "compaction":
+        return compaction_summary_message(entry)
+    return None
+
+
+def prepare_branch_entries(entries: Sequence[Entry], budget: int = 0) -> BranchPreparation:
+    """Pick what a branch summary reads, newest first, within ``budget`` tokens (0 = all).
+
+    Tool results are skipped (their call says what happened); compaction and branch
+    summaries become their summary messages and may still be taken past the budget while
+    the total is under 90 % of it. File ops come from every earlier (non-hook) branch
+    summary's details and from the tool calls of the messages walked.
+    """
+    ops = FileOps()
+    for entry in entries:
+        if entry.get("type") == "branch_summary" and not entry.get("fromHook"):
+            ops.add_details(entry.get("details"))
+    messages: list[Message] = []
+    total = 0
+    for entry in reversed(entries):
+        message = _branch_message(entry)
+        if message is None:
+            continue
+        file_ops_from_message(message, ops)
+        tokens = estimate_tokens(message)
+        if budget > 0 and total + tokens > budget:
+            if entry.get("type") in ("compaction", "branch_summary") and total < budget * 0.9:
+                messages.insert(0, message)
+                total += tokens
+            break
+        messages.insert(0, message)
+        total += tokens
+    return BranchPreparation(messages, ops, total)
+
+
+@dataclass
+class TreePreparation:
+    """The ``session_before_tree`` payload's ``preparation``."""
+
+    target_id: str
+    old_leaf_id: str | None
+    common_ancestor_id: str | None
+    entries_to_summarize: list[Entry]
+    user_wants_summary: bool
+    custom_instructions: str | None
+    replace_instructions: bool
+    label: str | None
+
+
+@dataclass
+class NavigateResult:
+    """What :func:`navigate` did.
+
+    Attributes:
+        cancelled: a hook cancelled (nothing changed).
+        editor_text: the text of a user / custom message target (to edit and resend).
+        summary_entry: the ``branch_summary`` entry written, if any.
+        old_leaf_id / new_leaf_id: the leaf before and after.
+        from_hook: the summary came from a ``session_before_tree`` hook.
+        usage, calls, chunks: cost of the summary calls.
+    """
+
+    cancelled: bool = False
+    editor_text: str | None = None
+    summary_entry: Entry | None = None
+    old_leaf_id: str | None = None
+    new_leaf_id: str | None = None
+    from_hook: bool | None = None
+    usage: dict[str, Any] | None = None
+    calls: int = 0
+    chunks: int = 0
+
+
+def navigate(
+    tree: SessionTree,
+    target_id: str,
+    *,
+    summarize: bool = False,
+    model: str | None = None,
+    focus: str | None = None,
+    replace_instructions: bool = False,
+    hooks: Hooks | None = None,
+    label: str | None = None,
+    prompts: PromptSet | None = None,
+    window: int | None = None,
+    reserve_tokens: int = DEFAULT_BRANCH_SUMMARY_RESERVE,
+    completion: Completion | None = None,
+) -> NavigateResult:
+    """Move the leaf to ``target_id`` like Pi's ``/tree``, optionally summarizing the branch left.
+
+    A user message or custom_message target puts the leaf on its parent (its text comes
+    back as ``editor_text``); any other target becomes the leaf. With ``summarize`` the
+    abandoned entries (old leaf back to the common ancestor) are summarized into a
+    ``branch_summary`` child of the new leaf (``fromId`` = the abandoned leaf).
+    ``session_before_tree`` hooks may cancel or supply the summary; ``session_tree`` is
+    notified afterwards. Navigating to the current leaf does nothing.
+    """
+    old_leaf = tree.leaf_id
+    if target_id == old_leaf:
+        return NavigateResult(old_leaf_id=old_leaf, new_leaf_id=old_leaf)
+    if summarize and not model:
+        raise ValueError("No model available for summarization")
+    target = tree.entry(target_id)
+    entries, common = collect_branch_entries(tree, old_leaf, target_id)
+    preparation = TreePreparation(
+        target_id, old_leaf, common, entries, summarize, focus, replace_instructions, label
+    )
+
+    supplied: Mapping[str, Any] | None = None
+    if hooks is not None:
+        answer = hooks.run_before_tree({"preparation": preparation})
+        if answer and answer.get("cancel"):
+            return NavigateResult(cancelled=True, old_leaf_id=old_leaf, new_leaf_id=old_leaf)
+        if answer:
+            if answer.get("summary") and summarize:
+                supplied = answer["summary"]
+            for key, alt in (("customInstructions", "custom_instructions"),):
+                if key in answer or alt in answer:
+                    focus = answer.get(key, answer.get(alt))
+            if "replaceInstructions" in answer or "replace_instructions" in answer:
+                replace_instructions = bool(
+                    answer.get("replaceInstructions", answer.get("replace_instructions"))
+                )
+            if "label" in answer:
+                label = answer["label"]
+
+    result = NavigateResult(old_leaf_id=old_leaf)
+    summary_text: str | None = None
+    details: Any = None
+    usage: dict[str, Any] | None = None
+    from_hook = False
+    if supplied is not None:
+        if not isinstance(supplied, Mapping) or not isinstance(supplied.get("summary"), str):
+            raise CompactionError("session_before_tree 'summary' needs a string 'summary'")
+        summary_text = supplied["summary"]
+        details = supplied.get("details")
+        usage = supplied.get("usage")
+        from_hook = True
+    elif summarize and entries:
+        assert model is not None
+        summarizer_window = resolve_window(model, window)
+        prepared = prepare_branch_entries(entries, summarizer_window - reserve_tokens)
+        details = prepared.file_ops.details()
+        if not prepared.messages:
+            summary_text = NO_BRANCH_CONTENT
+        else:
+            prompts = prompts or DEFAULT_PROMPTS
+            generated = generate_summary(
+                prepared.messages,
+                model,
+                prompts=prompts,
+                focus=focus,
+                kind="branch",
+                window=summarizer_window,
+                replace_instructions=replace_instructions,
+                completion=completion,
+            )
+            summary_text = (
+                prompts.branch_preamble
+                + generated.text
+                + format_file_operations(details["readFiles"], details["modifiedFiles"])
+            )
+            usage = generated.usage
+            result.calls, result.chunks = generated.calls, generated.chunks
+
+    new_leaf: str | None
+    if (
+        target.get("type") == "message"
+        and isinstance(target.get("message"), dict)
+        and (target["message"].get("role") == "user")
+    ):
+        new_leaf = target.get("parentId")
+        result.editor_text = content_text(target["message"].get("content"), "")
+    elif target.get("type") == "custom_message":
+        new_leaf = target.get("parentId")
+        result.editor_text = content_text(target.get("content"), "")
+    else:
+        new_leaf = target_id
+
+    if summary_text:
+        entry = tree.branch_with_summary(new_leaf, summary_text, details, from_hook, usage)
+        result.summary_entry = entry
+        if label:
+            tree.append_label(entry["id"], label)
+    elif new_leaf is None:
+        tree.reset_leaf()
+    else:
+        tree.branch(new_leaf)
+    if label and not summary_text:
+        tree.append_label(target_id, label)
+
+    result.new_leaf_id = tree.leaf_id
+    result.usage = usage
+    result.from_hook = from_hook if summary_text else None
+    if hooks is not None:
+        hooks.emit(
+            SESSION_TREE,
+            new_leaf_id=tree.leaf_id,
+            old_leaf_id=old_leaf,
+            summary_entry=result.summary_entry,
+            from_extension=result.from_hook,
+        )
+    return result
