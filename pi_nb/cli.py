@@ -130,6 +130,30 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return compact_cli(args.file, preview=args.preview, model=args.model, focus=args.focus)
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a Pi / Claude Code / Codex / OpenAI-messages transcript as a Pi session file."""
+    from .research.cli import import_command
+
+    return import_command(args.kind, args.src, args.out, overwrite=args.overwrite, costs=args.costs)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Run compaction strategies side by side on session files and score them."""
+    from .research.cli import compare_command
+
+    return compare_command(
+        args.files,
+        args.strategies,
+        args.model,
+        "json" if args.json else "csv" if args.csv else "table",
+        keep_recent_tokens=args.keep,
+        reserve_tokens=args.reserve,
+        cache_dir=args.cache_dir,
+        jobs=args.jobs,
+        price_model=args.price_model,
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Open a session file (a bundled sample by default) and print tree, context and tokens."""
     from .samples import sample_session_path
@@ -218,6 +242,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preview", action="store_true")
     p.add_argument("--model")
     p.add_argument("--focus", help="extra instructions for the summary")
+
+    p = add("import", cmd_import, "convert a transcript into a Pi session file")
+    p.add_argument("kind", choices=["pi", "claude-code", "codex", "openai", "auto"])
+    p.add_argument("src")
+    p.add_argument("-o", "--out", required=True, help="the session file to write")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--costs", action="store_true", help="price usage with litellm's table")
+
+    p = add("compare", cmd_compare, "compare compaction strategies on session files")
+    p.add_argument("files", nargs="+")
+    p.add_argument(
+        "--strategies",
+        default=None,
+        help="comma-separated specs like 'pi,mask:5' (';' between specs that contain commas); "
+        "default: every built-in strategy",
+    )
+    p.add_argument("--model", default="pinb/scripted")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true")
+    out.add_argument("--csv", action="store_true")
+    p.add_argument("--keep", type=_non_negative, help="keepRecentTokens")
+    p.add_argument("--reserve", type=_non_negative, help="reserveTokens")
+    p.add_argument("--cache-dir", help="cache results here (reruns make no model calls)")
+    p.add_argument("--jobs", type=_non_negative, default=1, help="parallel workers")
+    p.add_argument("--price-model", help="price the calls as this model (litellm table)")
 
     p = add("demo", cmd_demo, "print tree, context and tokens of a session (sample by default)")
     p.add_argument("file", nargs="?")

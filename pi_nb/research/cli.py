@@ -1,0 +1,182 @@
+"""``pi-nb import`` and ``pi-nb compare``: the research API from a terminal.
+
+The functions here take plain arguments and return an exit status (0 ok, 2 for a user
+mistake, printed as one line on stderr), so the main ``pi-nb`` parser only has to wire them:
+
+    pi-nb import {pi,claude-code,codex,openai} SRC -o OUT.jsonl
+    pi-nb compare FILE... --strategies NAMES --model M [--json|--csv]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["compare_command", "import_command"]
+
+#: Columns printed by ``pi-nb compare`` as a table (JSON and CSV carry every column).
+TABLE_COLUMNS = (
+    "session",
+    "strategy",
+    "tokens_before",
+    "tokens_after",
+    "compression_ratio",
+    "summary_tokens",
+    "model_calls",
+    "cost",
+    "probe_recall",
+    "probe_artifact",
+    "probe_continuation",
+    "probe_decision",
+    "probe_all",
+    "error",
+)
+
+
+def _fail(command: str, message: Any) -> int:
+    text = str(message).strip().splitlines()[0] if str(message).strip() else type(message).__name__
+    sys.stderr.write(f"pi-nb {command}: error: {text}\n")
+    return 2
+
+
+def import_command(
+    kind: str,
+    src: str,
+    out: str,
+    *,
+    overwrite: bool = False,
+    costs: bool = False,
+) -> int:
+    """Import transcript ``src`` (format ``kind``, or ``auto``) into the Pi session ``out``.
+
+    Prints the import report's one-line summary and the output path.
+    """
+    import warnings
+
+    from ..session.jsonl import SessionError, SessionLoadWarning
+    from .importers import FORMATS, TranscriptImportError, import_transcript
+
+    if kind != "auto" and kind not in FORMATS:
+        return _fail("import", f"unknown format {kind!r} (choose from {', '.join(FORMATS)})")
+    if not out:
+        return _fail("import", "an output file is required (-o OUT.jsonl)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SessionLoadWarning)
+            result = import_transcript(src, out, kind, overwrite=overwrite, costs=costs)
+    except (TranscriptImportError, SessionError, OSError, ValueError) as exc:
+        return _fail("import", exc)
+    print(result.report.summary())
+    print(f"wrote {result.report.output}")
+    return 0
+
+
+def _looks_like_session(path: str) -> bool:
+    """The first non-blank line is a Pi session header."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    header = json.loads(line)
+                except ValueError:
+                    return False
+                return isinstance(header, dict) and header.get("type") == "session"
+    return False
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value
+
+
+def compare_command(
+    files: Sequence[str],
+    strategies: str | Sequence[str] | None,
+    model: str,
+    fmt: str = "table",
+    *,
+    keep_recent_tokens: int | None = None,
+    reserve_tokens: int | None = None,
+    cache_dir: str | None = None,
+    jobs: int = 1,
+    price_model: str | None = None,
+) -> int:
+    """Compare strategies on session files and print the table (``fmt``: table, json, csv).
+
+    ``strategies`` is a list of specs or one comma-separated string (``"pi,mask:3"`` —
+    use ``;`` between strategies when a spec itself has commas); None runs the defaults.
+    ``jobs`` > 1 runs in a process pool.
+    """
+    import os
+
+    from ..compaction import CompactionSettings, SettingsError
+    from .compare import compare_strategies
+    from .strategies import DEFAULT_STRATEGIES, get_strategy
+
+    if fmt not in ("table", "json", "csv"):
+        return _fail("compare", f"unknown output format {fmt!r} (table, json or csv)")
+    if not files:
+        return _fail("compare", "no session files given")
+    for path in files:
+        if not os.path.isfile(path):
+            return _fail("compare", f"{path}: no such session file")
+        if not _looks_like_session(path):
+            return _fail(
+                "compare",
+                f"{path}: not a Pi session file (import it first: pi-nb import KIND {path} -o OUT)",
+            )
+    if isinstance(strategies, str):
+        separator = ";" if ";" in strategies else ","
+        specs = [s.strip() for s in strategies.split(separator) if s.strip()]
+    else:
+        specs = list(strategies or DEFAULT_STRATEGIES)
+    try:
+        compactors = [get_strategy(spec) for spec in specs]
+        defaults = CompactionSettings()
+        settings = CompactionSettings(
+            keep_recent_tokens=defaults.keep_recent_tokens
+            if keep_recent_tokens is None
+            else keep_recent_tokens,
+            reserve_tokens=defaults.reserve_tokens if reserve_tokens is None else reserve_tokens,
+        )
+    except (ValueError, TypeError, SettingsError) as exc:
+        return _fail("compare", exc)
+    executor = None
+    try:
+        if jobs > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            executor = ProcessPoolExecutor(jobs)
+        frame = compare_strategies(
+            list(files),
+            compactors,
+            model,
+            settings=settings,
+            executor=executor,
+            cache_dir=cache_dir,
+            progress=sys.stderr.isatty(),
+            price_model=price_model,
+        )
+    except Exception as exc:  # not a session file, unknown model …
+        return _fail("compare", exc)
+    finally:
+        if executor is not None:
+            executor.shutdown()
+    if fmt == "json":
+        records = [
+            {k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")
+        ]
+        sys.stdout.write(json.dumps(records, ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        table = frame[list(TABLE_COLUMNS)]
+        sys.stdout.write(table.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
+    failed = frame["error"].notna().sum()
+    if failed:
+        sys.stderr.write(f"pi-nb compare: {failed} run(s) failed (see the error column)\n")
+    return 0

@@ -1,0 +1,479 @@
+"""Strategies × sessions: the comparison table, run in batch with a cache and resume.
+
+:func:`compare_strategies` runs every strategy on every session — each on its own branch of
+an in-memory copy, from the same fork point (the session's leaf) — and returns one row per
+(session, strategy): tokens before / after, compression ratio, summary tokens, model calls,
+tokens and cost spent, probe recall per category, wall time.
+
+At scale:
+
+- ``executor``: any ``concurrent.futures``-style executor (``ThreadPoolExecutor``,
+  ``ProcessPoolExecutor``, ``dask.distributed.Client.get_executor()`` …) runs the jobs;
+  jobs and results are plain picklable data.
+- ``cache_dir``: each result is stored as ``<key>.json``, keyed by the session file's hash,
+  the strategy and its parameters, the model, the prompts and the settings; a rerun reads it
+  instead of calling any model.
+- ``results_path`` (default ``cache_dir/results.jsonl``): every result is appended as soon
+  as it is known, so an interrupted study loses nothing and resumes where it stopped.
+- ``progress``: a progress bar (tqdm on stderr, or plain lines without tqdm).
+
+Offline and deterministic with ``pinb/scripted`` (every column but ``wall_time_s``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .probes import CATEGORIES
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from ..compaction import CompactionSettings, PromptSet
+    from ..session.entries import Message
+    from .strategies import Compactor
+
+__all__ = ["COLUMNS", "compare_strategies", "plot_comparison", "run_job"]
+
+#: Bump when a change makes cached rows stale.
+CACHE_VERSION = 1
+
+#: Columns of the comparison table, in order.
+COLUMNS = (
+    "session",
+    "strategy",
+    "model",
+    "compacted",
+    "tokens_before",
+    "tokens_after",
+    "compression_ratio",
+    "summary_tokens",
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "probes",
+    *(f"probe_{c}" for c in CATEGORIES),
+    "probe_all",
+    "probe_all_exact",
+    "summary_recall",
+    "judge_all",
+    "wall_time_s",
+    "cached",
+    "error",
+    "note",
+    "session_hash",
+    "key",
+)
+
+
+@dataclass
+class _Job:
+    """One (session, strategy) run: plain data, picklable for process pools."""
+
+    session_path: str
+    session: str
+    session_hash: str
+    strategy: Any
+    strategy_key: str
+    model: str
+    settings: Any
+    prompts: Any
+    completion: Any
+    window: int | None
+    price_model: str | None
+    judge_model: str | None
+    key: str
+
+
+def _job_key(parts: Sequence[Any]) -> str:
+    text = json.dumps(list(parts), sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def run_job(job: _Job) -> dict[str, Any]:
+    """Run one (session, strategy) pair and return its row (never raises for a failed
+    compaction: the error goes in the ``error`` column)."""
+    from ._sessions import load_session
+    from .probes import compacted_span, context_text, extract_probes, probe_recall, score_probes
+
+    row: dict[str, Any] = {
+        "session": job.session,
+        "strategy": getattr(job.strategy, "name", str(job.strategy)),
+        "model": job.model,
+        "session_hash": job.session_hash,
+        "key": job.key,
+        "cached": False,
+        "error": None,
+    }
+    started = time.perf_counter()
+    try:
+        tree = load_session(job.session_path)
+        fork = tree.leaf_id
+        probes = extract_probes(compacted_span(tree, job.settings, fork))
+        result = job.strategy.compact(
+            tree,
+            model=job.model,
+            settings=job.settings,
+            prompts=job.prompts,
+            fork_id=fork,
+            completion=job.completion,
+            window=job.window,
+        )
+        facts = result.to_dict()
+        for name in (
+            "compacted",
+            "tokens_before",
+            "tokens_after",
+            "compression_ratio",
+            "summary_tokens",
+            "model_calls",
+            "input_tokens",
+            "output_tokens",
+            "cost",
+            "note",
+        ):
+            row[name] = facts[name]
+        if job.price_model and result.usage:
+            from .importers._base import price
+
+            row["cost"] = price(job.price_model, result.usage)["total"]
+        text = context_text(tree.projection(result.leaf_id).messages)
+        scored = score_probes(probes, text)
+        normalized, exact = probe_recall(scored), probe_recall(scored, "exact")
+        row["probes"] = len(probes)
+        for category in CATEGORIES:
+            row[f"probe_{category}"] = normalized[category]
+        row["probe_all"] = normalized["all"]
+        row["probe_all_exact"] = exact["all"]
+        row["summary_recall"] = (
+            probe_recall(score_probes(probes, result.summary))["all"] if result.summary else None
+        )
+        if job.judge_model:
+            from .probes import judge_probes
+
+            judged = judge_probes(probes, text, job.judge_model)
+            row["judge_all"] = float(judged["score"].mean()) if len(judged) else None
+    except Exception as exc:  # a failed run is a row, not a crash of the study
+        row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    row["wall_time_s"] = time.perf_counter() - started
+    return row
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+def _session_inputs(sessions: Any, scratch: Path) -> list[tuple[str, str, str]]:
+    """[(label, path, sha256)] for paths and SessionTrees (in-memory ones are written to
+    ``scratch`` first, so every job reads a file)."""
+    from ..session.tree import SessionTree
+    from ._sessions import file_hash, session_label, tree_bytes
+
+    if isinstance(sessions, Mapping):
+        named: list[tuple[str | None, Any]] = [(str(k), v) for k, v in sessions.items()]
+    elif isinstance(sessions, (str, os.PathLike, SessionTree)):
+        named = [(None, sessions)]
+    else:
+        named = [(None, item) for item in sessions]
+    out: list[tuple[str, str, str]] = []
+    labels: dict[str, int] = {}
+    for given, item in named:
+        if isinstance(item, SessionTree) and (item.path is None or not item.is_persisted):
+            data = tree_bytes(item)
+            digest = hashlib.sha256(data).hexdigest()
+            path = scratch / f"{digest[:16]}.jsonl"
+            if not path.exists():
+                scratch.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            out_path = str(path)
+        else:
+            out_path = os.fspath(item.path if isinstance(item, SessionTree) else item)
+            if not os.path.isfile(out_path):
+                raise FileNotFoundError(f"{out_path}: no such session file")
+            digest = file_hash(out_path)
+        label = given or session_label(item)
+        labels[label] = labels.get(label, 0) + 1
+        if labels[label] > 1:
+            label = f"{label}#{labels[label]}"
+        out.append((label, out_path, digest))
+    return out
+
+
+def _callable_name(fn: Any) -> str | None:
+    if fn is None:
+        return None
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+# --- cache and log ----------------------------------------------------------------------------
+
+
+class _Store:
+    """Per-key JSON files plus an append-only JSONL log of results."""
+
+    def __init__(self, cache_dir: str | os.PathLike[str] | None, results_path: Any) -> None:
+        self.dir = Path(cache_dir) if cache_dir is not None else None
+        if results_path is None and self.dir is not None:
+            results_path = self.dir / "results.jsonl"
+        self.log = Path(results_path) if results_path is not None else None
+        self.logged: dict[str, dict[str, Any]] = {}
+        if self.dir is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        if self.log is not None and self.log.is_file():
+            with open(self.log, encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue  # a line cut short by an interruption
+                    if isinstance(row, dict) and row.get("key") and not row.get("error"):
+                        self.logged[row["key"]] = row
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self.dir is not None:
+            path = self.dir / f"{key}.json"
+            if path.is_file():
+                try:
+                    return json.loads(path.read_text(encoding="utf-8"))
+                except ValueError:
+                    pass
+        return self.logged.get(key)
+
+    def put(self, row: dict[str, Any]) -> None:
+        # Failed runs are logged but not cached: a rerun tries them again.
+        if not row.get("error") and self.dir is not None:
+            path = self.dir / f"{row['key']}.json"
+            fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(row, handle, ensure_ascii=False, sort_keys=True)
+            os.replace(tmp, path)
+        if self.log is not None:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+class _Progress:
+    """tqdm on stderr when installed, else a plain line per update; or nothing."""
+
+    def __init__(self, total: int, enabled: bool, desc: str = "compare") -> None:
+        self.total, self.done, self.cached, self.desc = total, 0, 0, desc
+        self.bar: Any = None
+        self.enabled = enabled
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, desc=desc, file=sys.stderr, unit="run")
+            except ImportError:
+                self.bar = None
+
+    def update(self, cached: bool, label: str) -> None:
+        self.done += 1
+        self.cached += int(cached)
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{label}, {self.cached} cached", refresh=False)
+            self.bar.update(1)
+        else:
+            sys.stderr.write(
+                f"{self.desc}: {self.done}/{self.total} ({self.cached} cached) {label}\n"
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# --- the runner --------------------------------------------------------------------------------
+
+
+def compare_strategies(
+    sessions: Any,
+    strategies: Iterable[str | Compactor] | None = None,
+    model: str = "pinb/scripted",
+    *,
+    settings: CompactionSettings | None = None,
+    prompts: PromptSet | None = None,
+    executor: Any = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    results_path: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    completion: Callable[..., Message] | None = None,
+    window: int | None = None,
+    price_model: str | None = None,
+    judge_model: str | None = None,
+) -> pd.DataFrame:
+    """Run ``strategies`` on ``sessions`` and return the comparison table.
+
+    Args:
+        sessions: a session (path or SessionTree), a list of them, or a dict label →
+            session. Inputs are never modified: each run works on an in-memory copy.
+        strategies: strategies or specs (default
+            :data:`~pi_nb.research.strategies.DEFAULT_STRATEGIES`).
+        model: litellm name of the summarizing model.
+        settings: compaction settings (``keep_recent_tokens`` decides the cut).
+        prompts: the prompt set of Pi's summarizer.
+        executor: a ``concurrent.futures``-style executor (``submit`` returning futures);
+            None runs in this process, one job after another.
+        cache_dir: where results are cached (one JSON file per job key).
+        results_path: JSONL file every finished row is appended to (default
+            ``cache_dir/results.jsonl``); rows already there are not run again.
+        progress: show a progress bar on stderr.
+        completion: custom model call for the summarizer (picklable for process pools).
+        window: the summarizer's context window (default: litellm's table).
+        price_model: price the summary calls as if made with this model (litellm's table),
+            e.g. to estimate what a study would cost while running it offline.
+        judge_model: also ask this model the probe questions (``judge_all`` column).
+
+    Returns:
+        One row per (session, strategy) with the columns of :data:`COLUMNS`, in input
+        order whatever order the jobs finished in.
+    """
+    import pandas as pd
+
+    from ..compaction import DEFAULT_PROMPTS, CompactionSettings
+    from .strategies import DEFAULT_STRATEGIES, get_strategy, strategy_key
+
+    settings = settings or CompactionSettings()
+    prompts = prompts or DEFAULT_PROMPTS
+    compactors = [get_strategy(s) for s in (strategies or DEFAULT_STRATEGIES)]
+    scratch = (
+        Path(cache_dir) / "sessions"
+        if cache_dir is not None
+        else Path(tempfile.gettempdir()) / "pi-nb-compare"
+    )
+    inputs = _session_inputs(sessions, scratch)
+    store = _Store(cache_dir, results_path)
+    jobs: list[_Job] = []
+    for label, path, digest in inputs:
+        for compactor in compactors:
+            key_parts = [
+                CACHE_VERSION,
+                digest,
+                strategy_key(compactor),
+                model,
+                prompts.to_dict(),
+                settings.to_dict(),
+                window,
+                price_model,
+                judge_model,
+                _callable_name(completion),
+            ]
+            jobs.append(
+                _Job(
+                    session_path=path,
+                    session=label,
+                    session_hash=digest,
+                    strategy=compactor,
+                    strategy_key=strategy_key(compactor),
+                    model=model,
+                    settings=settings,
+                    prompts=prompts,
+                    completion=completion,
+                    window=window,
+                    price_model=price_model,
+                    judge_model=judge_model,
+                    key=_job_key(key_parts),
+                )
+            )
+    rows: dict[int, dict[str, Any]] = {}
+    bar = _Progress(len(jobs), progress)
+    pending: list[int] = []
+    for index, job in enumerate(jobs):
+        cached = store.get(job.key)
+        if cached is not None:
+            rows[index] = {**cached, "session": job.session, "cached": True}
+            bar.update(True, f"{job.session}/{rows[index]['strategy']}")
+        else:
+            pending.append(index)
+
+    def finish(index: int, row: dict[str, Any]) -> None:
+        rows[index] = row
+        store.put(row)
+        bar.update(False, f"{row['session']}/{row['strategy']}")
+
+    try:
+        if executor is None:
+            for index in pending:
+                finish(index, run_job(jobs[index]))
+        else:
+            futures = {executor.submit(run_job, jobs[i]): i for i in pending}
+            if all(isinstance(f, Future) for f in futures):
+                done: Iterable[Any] = as_completed(futures)
+            else:  # other future types: wait in submission order
+                done = list(futures)
+            try:
+                for future in done:
+                    finish(futures[future], future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        bar.close()
+    frame = pd.DataFrame([rows[i] for i in sorted(rows)])
+    for column in COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    return frame[list(COLUMNS)]
+
+
+# --- plots ----------------------------------------------------------------------------------
+
+
+def plot_comparison(frame: pd.DataFrame, figsize: tuple[float, float] = (13, 3.8)) -> Figure:
+    """Three panels: compression ratio per strategy, probe recall per category and
+    strategy, and context size after compaction against overall recall (one point per
+    session × strategy). Means are over sessions; failed runs are left out."""
+    import matplotlib.pyplot as plt
+
+    data = frame[frame["error"].isna()] if "error" in frame else frame
+    fig, axes = plt.subplots(1, 3, figsize=figsize)
+    order = list(dict.fromkeys(data["strategy"]))
+    means = data.groupby("strategy", sort=False).mean(numeric_only=True).reindex(order)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color_of = {name: colors[i % len(colors)] for i, name in enumerate(order)}
+
+    ax = axes[0]
+    ax.bar(order, means["compression_ratio"], color=[color_of[s] for s in order])
+    ax.set_title("compression (tokens before / after)")
+    ax.tick_params(axis="x", rotation=30)
+
+    ax = axes[1]
+    width = 0.8 / max(len(order), 1)
+    for i, name in enumerate(order):
+        values = [means.loc[name, f"probe_{c}"] for c in CATEGORIES]
+        positions = [j + i * width for j in range(len(CATEGORIES))]
+        ax.bar(positions, values, width=width, label=name, color=color_of[name])
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(CATEGORIES))])
+    ax.set_xticklabels(CATEGORIES)
+    ax.set_ylim(0, 1.05)
+    ax.set_title("probe recall by category")
+    ax.legend(fontsize="x-small")
+
+    ax = axes[2]
+    for name in order:
+        part = data[data["strategy"] == name]
+        ax.scatter(part["tokens_after"], part["probe_all"], label=name, color=color_of[name])
+    ax.set_xlabel("tokens after compaction")
+    ax.set_ylabel("probe recall (all)")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("cost of context vs. what survives")
+    fig.tight_layout()
+    return fig

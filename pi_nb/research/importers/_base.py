@@ -1,0 +1,412 @@
+"""What every importer shares: the report, deterministic ids and the entry builder.
+
+An importer reads a foreign transcript into a list of Pi entries (built in memory, so that
+records can be merged or re-parented before anything is written), then writes them as a Pi
+session file. Nothing is dropped silently: records the importer does not map become
+``custom`` entries (``customType = "import:<kind>"``, ``data`` = the record) and lines that
+are not JSON become ``custom`` entries holding the raw text; the :class:`ImportReport` counts
+all of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...session.entries import CURRENT_SESSION_VERSION, Entry, Message, empty_usage, iso_to_ms
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ...session.tree import SessionTree
+
+__all__ = [
+    "IMPORT_PREFIX",
+    "ImportReport",
+    "ImportResult",
+    "TranscriptImportError",
+    "TreeBuilder",
+    "read_json_lines",
+]
+
+#: customType prefix of entries that keep records the importer did not map.
+IMPORT_PREFIX = "import:"
+#: Timestamps given to records that carry none (sources such as a plain messages list).
+_NO_TIME_BASE = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+
+class TranscriptImportError(ValueError):
+    """A transcript that cannot be imported (shown to users as one line)."""
+
+
+@dataclass
+class ImportReport:
+    """What an import read and what it made of it.
+
+    Attributes:
+        format: ``"pi"``, ``"claude-code"``, ``"codex"`` or ``"openai"``.
+        source: the file read.
+        output: the session file written (None for an in-memory import).
+        records: source records by kind (``"assistant"``, ``"response_item:function_call"``…).
+        entries: entries written by kind (``"message:user"``, ``"compaction"``, ``"custom"``…).
+        custom: records kept as ``custom`` entries, by customType.
+        invalid_lines: line numbers that were not JSON objects (kept as custom entries).
+        orphans: records whose parent is not in the file (they start a new root).
+        unanswered_calls: tool calls with no result in the file.
+        unmatched_results: tool results whose call is not in the file.
+        notes: anything else worth knowing, one sentence each.
+        id_map: source record id → entry id.
+    """
+
+    format: str
+    source: str
+    output: str | None = None
+    records: Counter[str] = field(default_factory=Counter)
+    entries: Counter[str] = field(default_factory=Counter)
+    custom: Counter[str] = field(default_factory=Counter)
+    invalid_lines: list[int] = field(default_factory=list)
+    orphans: int = 0
+    unanswered_calls: int = 0
+    unmatched_results: int = 0
+    notes: list[str] = field(default_factory=list)
+    id_map: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self, with_ids: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict (``id_map`` only when asked: it can be large)."""
+        out: dict[str, Any] = {
+            "format": self.format,
+            "source": self.source,
+            "output": self.output,
+            "records": dict(sorted(self.records.items())),
+            "entries": dict(sorted(self.entries.items())),
+            "custom": dict(sorted(self.custom.items())),
+            "invalidLines": list(self.invalid_lines),
+            "orphans": self.orphans,
+            "unansweredCalls": self.unanswered_calls,
+            "unmatchedResults": self.unmatched_results,
+            "notes": list(self.notes),
+        }
+        if with_ids:
+            out["idMap"] = dict(self.id_map)
+        return out
+
+    def summary(self) -> str:
+        """One line: records read, entries written, what was kept as custom."""
+        made = ", ".join(f"{n} {k}" for k, n in sorted(self.entries.items()))
+        text = f"{self.format}: {sum(self.records.values())} records → {made or 'no entries'}"
+        if self.custom:
+            kept = ", ".join(f"{k} ×{n}" for k, n in sorted(self.custom.items()))
+            text += f"; kept as custom: {kept}"
+        if self.invalid_lines:
+            text += f"; {len(self.invalid_lines)} invalid line(s) kept raw"
+        return text
+
+    def frame(self) -> pd.DataFrame:
+        """One row per source kind: ``kind, count`` plus one per entry kind written."""
+        import pandas as pd
+
+        rows = [{"side": "source", "kind": k, "count": n} for k, n in sorted(self.records.items())]
+        rows += [
+            {"side": "written", "kind": k, "count": n} for k, n in sorted(self.entries.items())
+        ]
+        rows += [{"side": "custom", "kind": k, "count": n} for k, n in sorted(self.custom.items())]
+        return pd.DataFrame(rows, columns=["side", "kind", "count"])
+
+    def _repr_html_(self) -> str:
+        def table(title: str, counts: Counter[str]) -> str:
+            body = "".join(
+                f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{n}</td></tr>"
+                for k, n in sorted(counts.items())
+            )
+            return f"<table><tr><th colspan=2>{html.escape(title)}</th></tr>{body}</table>"
+
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        extra = (
+            f"<p>orphans: {self.orphans}, unanswered tool calls: {self.unanswered_calls}, "
+            f"results without call: {self.unmatched_results}, invalid lines: "
+            f"{len(self.invalid_lines)}</p>"
+        )
+        return (
+            f"<div class='pi-nb-import'><b>Import ({html.escape(self.format)})</b> "
+            f"{html.escape(self.source)} → {html.escape(str(self.output or 'memory'))}"
+            f"<div style='display:flex;gap:2em'>{table('source records', self.records)}"
+            f"{table('entries written', self.entries)}{table('kept as custom', self.custom)}"
+            f"</div>{extra}<ul>{notes}</ul></div>"
+        )
+
+
+@dataclass
+class ImportResult:
+    """An imported session and its report."""
+
+    tree: SessionTree
+    report: ImportReport
+
+    def _repr_html_(self) -> str:
+        return self.report._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<ImportResult {self.report.summary()}>"
+
+
+def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, str]]:
+    """``(line number, parsed value or None, raw line)`` for every non-blank line."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, raw in enumerate(handle, 1):
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                value = None
+            yield number, value, line
+
+
+def _iso(value: Any) -> str | None:
+    """A source timestamp as JavaScript's ISO form, or None when it is not a time."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000 if value > 1e11 else value
+        stamp = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    elif isinstance(value, str) and iso_to_ms(value) is not None:
+        text = value.strip()
+        text = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+        stamp = datetime.fromisoformat(text)
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=timezone.utc)
+    else:
+        return None
+    utc = stamp.astimezone(timezone.utc)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TreeBuilder:
+    """Collects Pi entries for one import, with deterministic ids, then writes the file.
+
+    Ids are 8 hex characters derived from a hash of the source (so importing the same file
+    twice gives the same session byte for byte). Entries may be edited until :meth:`write`.
+    """
+
+    def __init__(self, report: ImportReport, seed: str) -> None:
+        self.report = report
+        self.entries: list[Entry] = []
+        self.by_id: dict[str, Entry] = {}
+        self._seed = seed
+        self._counter = 0
+        self._last_time: str | None = None
+
+    # --- ids and times ------------------------------------------------------------------
+
+    def new_id(self) -> str:
+        """A fresh, deterministic 8-hex id."""
+        while True:
+            self._counter += 1
+            digest = hashlib.sha1(f"{self._seed}:{self._counter}".encode()).hexdigest()[:8]
+            if digest not in self.by_id:
+                return digest
+
+    def time(self, value: Any = None) -> str:
+        """The ISO timestamp for a record: its own, else one millisecond after the last."""
+        stamp = _iso(value)
+        if stamp is None:
+            if self._last_time is None:
+                base = _NO_TIME_BASE + timedelta(seconds=len(self.entries))
+            else:
+                base = datetime.fromisoformat(self._last_time.replace("Z", "+00:00"))
+                base += timedelta(milliseconds=1)
+            stamp = base.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self._last_time = stamp
+        return stamp
+
+    # --- entries ------------------------------------------------------------------------
+
+    def add(self, kind: str, parent: str | None, timestamp: str, **payload: Any) -> Entry:
+        """Append an entry of any type (``parent`` is an entry id or None for a root)."""
+        entry: Entry = {
+            "type": kind,
+            "id": self.new_id(),
+            "parentId": parent,
+            "timestamp": timestamp,
+            **payload,
+        }
+        self.entries.append(entry)
+        self.by_id[entry["id"]] = entry
+        return entry
+
+    def message(self, message: Message, parent: str | None, timestamp: str) -> Entry:
+        """A ``message`` entry; the message gets the entry's time in ms unless it has one."""
+        message.setdefault("timestamp", iso_to_ms(timestamp))
+        return self.add("message", parent, timestamp, message=message)
+
+    def custom(self, kind: str, data: Any, parent: str | None, timestamp: str) -> Entry:
+        """Keep a record the importer does not map: ``custom`` with ``import:<kind>``."""
+        custom_type = IMPORT_PREFIX + kind
+        self.report.custom[custom_type] += 1
+        return self.add("custom", parent, timestamp, customType=custom_type, data=data)
+
+    def invalid_line(self, number: int, raw: str, parent: str | None) -> Entry:
+        """A line that is not a JSON object, kept verbatim."""
+        self.report.invalid_lines.append(number)
+        return self.custom("invalid-line", {"line": number, "text": raw}, parent, self.time())
+
+    # --- writing ------------------------------------------------------------------------
+
+    def _count(self) -> None:
+        counts: Counter[str] = Counter()
+        for entry in self.entries:
+            kind = entry["type"]
+            if kind == "message":
+                kind = f"message:{entry['message'].get('role')}"
+            counts[kind] += 1
+        self.report.entries = counts
+
+    def _pair_tool_calls(self) -> None:
+        calls: set[str] = set()
+        results: set[str] = set()
+        for entry in self.entries:
+            message = entry.get("message") if entry["type"] == "message" else None
+            if not isinstance(message, dict):
+                continue
+            if message.get("role") == "assistant":
+                for block in message.get("content") or []:
+                    if isinstance(block, dict) and block.get("type") == "toolCall":
+                        calls.add(str(block.get("id")))
+            elif message.get("role") == "toolResult":
+                results.add(str(message.get("toolCallId")))
+        self.report.unanswered_calls = len(calls - results)
+        self.report.unmatched_results = len(results - calls)
+
+    def write(
+        self,
+        out: str | os.PathLike[str] | None,
+        *,
+        cwd: str | None,
+        session_id: str | None = None,
+        leaf: str | None = None,
+        overwrite: bool = False,
+        header: dict[str, Any] | None = None,
+    ) -> SessionTree:
+        """Write the session (or build it in memory when ``out`` is None).
+
+        ``header`` supplies extra header fields (a native file's own header).
+        A last ``custom`` entry ``import:report`` (the report's counts) is appended as a
+        child of ``leaf`` (default: the last entry), so that the file's leaf — the last entry
+        in file order — is on the branch the source was on.
+        """
+        from ...session.listing import validate_session_id
+        from ...session.tree import SessionTree
+
+        if leaf is None and self.entries:
+            leaf = self.entries[-1]["id"]
+        self._count()
+        self._pair_tool_calls()
+        self.report.output = os.path.abspath(os.fspath(out)) if out is not None else None
+        self.report.entries["custom"] += 1  # the import:report entry below
+        self.add(
+            "custom",
+            leaf,
+            self._last_time or self.time(),
+            customType=IMPORT_PREFIX + "report",
+            # No absolute paths: importing the same file anywhere gives the same session.
+            data={
+                **self.report.to_dict(),
+                "source": os.path.basename(self.report.source),
+                "output": None,
+            },
+        )
+        first_time = self.entries[0]["timestamp"]
+        try:
+            if session_id is not None:
+                validate_session_id(session_id)
+        except Exception:
+            session_id = None
+        sid = session_id or hashlib.sha1(self._seed.encode()).hexdigest()[:32]
+        header = {
+            **(header or {}),
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": sid,
+            "timestamp": (header or {}).get("timestamp") or first_time,
+            "cwd": cwd or os.getcwd(),
+        }
+        if out is None:
+            return SessionTree(header, list(self.entries), None)
+        path = Path(out)
+        if path.exists() and path.stat().st_size > 0:
+            if not overwrite:
+                raise TranscriptImportError(f"{path}: output file already exists")
+            path.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Written directly (not through SessionTree.create) so the header keeps the source's
+        # id and time, and the file is complete even without a user or assistant message.
+        with open(path, "w", encoding="utf-8") as handle:
+            for item in (header, *self.entries):
+                handle.write(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n")
+        return SessionTree.open(path)
+
+
+def pi_usage(
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    *,
+    model: str | None = None,
+    costs: bool = False,
+) -> dict[str, Any]:
+    """A Pi usage dict; with ``costs`` priced through litellm's table (zero when unknown)."""
+    usage = empty_usage()
+    usage.update(
+        input=int(input_tokens or 0),
+        output=int(output_tokens or 0),
+        cacheRead=int(cache_read or 0),
+        cacheWrite=int(cache_write or 0),
+    )
+    usage["totalTokens"] = (
+        usage["input"] + usage["output"] + usage["cacheRead"] + usage["cacheWrite"]
+    )
+    if costs and model:
+        usage["cost"] = price(model, usage)
+    return usage
+
+
+def price(model: str, usage: dict[str, Any]) -> dict[str, float]:
+    """Cost of a usage record for ``model`` from litellm's bundled price table.
+
+    Cache reads and writes use the model's cache prices when the table has them, else the
+    input price. Unknown models cost 0.
+    """
+    from ...llm import model_info
+
+    info = model_info(model)
+    per_in = float(info.get("input_cost_per_token") or 0.0)
+    per_out = float(info.get("output_cost_per_token") or 0.0)
+    per_read = float(info.get("cache_read_input_token_cost") or per_in)
+    per_write = float(info.get("cache_creation_input_token_cost") or per_in)
+    cost = {
+        "input": usage.get("input", 0) * per_in,
+        "output": usage.get("output", 0) * per_out,
+        "cacheRead": usage.get("cacheRead", 0) * per_read,
+        "cacheWrite": usage.get("cacheWrite", 0) * per_write,
+    }
+    cost["total"] = sum(cost.values())
+    return cost
+
+
+def text_blocks(text: Any) -> list[dict[str, Any]]:
+    """``[{"type": "text", "text": ...}]`` for a non-empty string, else []."""
+    return [{"type": "text", "text": text}] if isinstance(text, str) and text else []
+
+
+def file_seed(path: str | os.PathLike[str], fmt: str) -> str:
+    """The id seed of an import: the format plus a hash of the file's bytes."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return f"{fmt}:{digest}"

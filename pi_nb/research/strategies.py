@@ -1,0 +1,784 @@
+"""Compaction strategies behind one interface, each on its own branch from the same fork.
+
+A :class:`Compactor` turns the current branch of a session into entries appended on a new
+branch that starts at a fork point (the current leaf by default). Running several
+strategies with the same ``fork_id`` therefore compares them on identical history, in one
+file, without any of them seeing the others' entries.
+
+Strategies:
+
+- :class:`PiSummary` — Pi's structured summary (the default engine, :func:`pi_nb.compaction
+  .compact`): incremental (``S_t = Update(S_{t-1}, ΔH_t)``), or ``incremental=False`` to
+  summarize the whole original history from scratch every time;
+- :class:`ObservationMasking` — old tool results replaced by short placeholders through
+  context edits, the last ``keep_last`` kept verbatim (no model call);
+- :class:`SlidingWindow` — truncation: a compaction entry with a one-line note that keeps
+  the most recent ``keep_tokens`` tokens;
+- :class:`Hybrid` — mask first, then summarize only when the context is still over budget;
+- :class:`Extractive` — the non-LLM extractive summary of :mod:`pi_nb.models.extractive`;
+- :func:`callable_strategy` — any ``fn(messages, previous_summary, instructions) -> summary``.
+
+:func:`get_strategy` builds one from a short spec (``"mask:5"``, ``"window:keep_tokens=4000"``).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..session.entries import Entry, Message, js_len
+from ..tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    from ..compaction import CompactionPreparation, CompactionSettings, PromptSet
+    from ..projection import Projection
+    from ..session.tree import SessionTree
+
+__all__ = [
+    "DEFAULT_STRATEGIES",
+    "STRATEGIES",
+    "CallableStrategy",
+    "Compactor",
+    "Extractive",
+    "Hybrid",
+    "ObservationMasking",
+    "PiSummary",
+    "SlidingWindow",
+    "StrategyResult",
+    "callable_strategy",
+    "context_size",
+    "get_strategy",
+    "strategy_key",
+]
+
+#: Summarize-with-this-function signature accepted by :func:`callable_strategy`.
+SummaryFn = Callable[[list[Message], "str | None", str], Any]
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+def _check_count(owner: str, name: str, value: Any, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{owner}: {name} must be a non-negative integer, not {value!r}")
+
+
+def context_size(tree: SessionTree, leaf_id: str | None) -> int:
+    """Estimated tokens of the projection at ``leaf_id``: the sum of Pi's per-message
+    ``ceil(chars / 4)`` (no provider usage, so every strategy is measured the same way)."""
+    if leaf_id is None:
+        return 0
+    cache = tree.token_cache
+    return sum(cache.estimate(m) for m in tree.projection(leaf_id).messages)
+
+
+def text_tokens(text: str | None) -> int:
+    """``ceil(chars / 4)`` of a text (0 for None)."""
+    return math.ceil(js_len(text) / 4) if text else 0
+
+
+@dataclass
+class StrategyResult:
+    """What one strategy did to one session.
+
+    Attributes:
+        strategy: the strategy's name.
+        fork_id: the entry the strategy's branch starts from.
+        leaf_id: the leaf of the strategy's branch (``fork_id`` when nothing was done).
+        entries: the entries the strategy appended, in order.
+        compacted: False when there was nothing to do.
+        tokens_before / tokens_after: :func:`context_size` at the fork and at the leaf.
+        summary: the summary text written, if any.
+        calls: model calls made; usage: their combined usage (Pi's shape, cost included).
+        wall_time: seconds spent.
+        details: strategy-specific facts (masked entry ids, first kept id, …).
+        note: why nothing was done, when nothing was.
+        tree: the session the branch lives in.
+    """
+
+    strategy: str
+    fork_id: str | None
+    leaf_id: str | None
+    entries: list[Entry] = field(default_factory=list)
+    compacted: bool = False
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summary: str | None = None
+    calls: int = 0
+    usage: dict[str, Any] | None = None
+    wall_time: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
+    tree: SessionTree | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def summary_tokens(self) -> int:
+        return text_tokens(self.summary)
+
+    @property
+    def compression_ratio(self) -> float:
+        """tokens_before / tokens_after (1.0 when nothing changed)."""
+        return self.tokens_before / self.tokens_after if self.tokens_after else math.inf
+
+    @property
+    def cost(self) -> float:
+        cost = (self.usage or {}).get("cost")
+        return float(cost.get("total", 0.0)) if isinstance(cost, Mapping) else 0.0
+
+    @property
+    def projection(self) -> Projection:
+        """The context after the strategy (the projection at ``leaf_id``)."""
+        if self.tree is None:
+            raise ValueError("this result has no tree attached")
+        return self.tree.projection(self.leaf_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        usage = self.usage or {}
+        return {
+            "strategy": self.strategy,
+            "compacted": self.compacted,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "compression_ratio": self.compression_ratio,
+            "summary_tokens": self.summary_tokens,
+            "model_calls": self.calls,
+            "input_tokens": int(usage.get("input", 0) or 0) + int(usage.get("cacheRead", 0) or 0),
+            "output_tokens": int(usage.get("output", 0) or 0),
+            "cost": self.cost,
+            "wall_time_s": self.wall_time,
+            "fork_id": self.fork_id,
+            "leaf_id": self.leaf_id,
+            "note": self.note,
+        }
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{esc(k)}</th><td>{esc(str(v))}</td></tr>"
+            for k, v in self.to_dict().items()
+        )
+        summary = (
+            f"<details><summary>summary</summary><pre style='white-space:pre-wrap'>"
+            f"{esc(self.summary)}</pre></details>"
+            if self.summary
+            else ""
+        )
+        return f"<div class='pi-nb-strategy'><b>{esc(self.strategy)}</b><table>{rows}</table>{summary}</div>"
+
+
+# --- the protocol ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    """A compaction strategy: appends its entries on its own branch from ``fork_id``.
+
+    ``compact`` moves the tree's leaf to ``fork_id`` (default: the current leaf), appends,
+    and leaves the leaf at the end of its branch (``result.leaf_id``).
+    """
+
+    name: str
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str,
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult: ...
+
+
+def strategy_key(strategy: Any) -> str:
+    """A stable text identifying a strategy and its parameters (for caches)."""
+    parts = [str(getattr(strategy, "name", type(strategy).__name__))]
+    if hasattr(strategy, "__dataclass_fields__"):
+        for f in fields(strategy):
+            value = getattr(strategy, f.name)
+            if callable(value):
+                value = (
+                    f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', value)}"
+                )
+            parts.append(f"{f.name}={value!r}")
+    return "|".join(parts)
+
+
+class _Run:
+    """Book-keeping shared by the strategies: fork, timing, appended entries."""
+
+    def __init__(self, name: str, tree: SessionTree, fork_id: str | None) -> None:
+        fork = fork_id if fork_id is not None else tree.leaf_id
+        if fork is None:
+            raise ValueError("the session is empty: nothing to compact")
+        tree.branch(fork)
+        self.name = name
+        self.tree = tree
+        self.fork = fork
+        self.start = len(tree)
+        self.started = time.perf_counter()
+        self.tokens_before = context_size(tree, fork)
+
+    def result(self, **kwargs: Any) -> StrategyResult:
+        tree = self.tree
+        entries = list(tree.entries[self.start :])
+        leaf = tree.leaf_id
+        return StrategyResult(
+            strategy=self.name,
+            fork_id=self.fork,
+            leaf_id=leaf,
+            entries=entries,
+            compacted=kwargs.pop("compacted", bool(entries)),
+            tokens_before=self.tokens_before,
+            tokens_after=context_size(tree, leaf),
+            wall_time=time.perf_counter() - self.started,
+            tree=tree,
+            **kwargs,
+        )
+
+
+def _settings(settings: CompactionSettings | None, model: str) -> CompactionSettings:
+    from ..compaction import CompactionSettings
+
+    return (settings or CompactionSettings()).for_model(model)
+
+
+def _prepare(tree: SessionTree, settings: CompactionSettings) -> CompactionPreparation | None:
+    from ..compaction import prepare_compaction
+
+    return prepare_compaction(tree.get_branch(), settings)
+
+
+def _file_lists(preparation: CompactionPreparation) -> tuple[dict[str, list[str]], str]:
+    from ..compaction import format_file_operations
+
+    details = preparation.file_ops.details()
+    return details, format_file_operations(details["readFiles"], details["modifiedFiles"])
+
+
+def _span(preparation: CompactionPreparation) -> list[Message]:
+    """Everything the preparation would summarize (history, then a split turn's prefix)."""
+    return [*preparation.messages_to_summarize, *preparation.turn_prefix_messages]
+
+
+# --- Pi's structured summary -------------------------------------------------------------------
+
+
+@dataclass
+class PiSummary:
+    """Pi's structured six-section summary (the default compaction engine).
+
+    Args:
+        incremental: update the previous summary with the new history (Pi's behaviour);
+            False summarizes the whole original history before the cut from scratch
+            (ignoring earlier summaries) at every compaction.
+        focus: extra instructions ("Additional focus: …").
+    """
+
+    incremental: bool = True
+    focus: str | None = None
+
+    @property
+    def name(self) -> str:
+        return "pi" if self.incremental else "pi-scratch"
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str,
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        from ..compaction import CompactionError, compact
+
+        run = _Run(self.name, tree, fork_id)
+        settings = _settings(settings, model)
+        if not self.incremental:
+            return self._scratch(run, model, settings, prompts, completion, window)
+        try:
+            done = compact(
+                tree,
+                model,
+                settings=settings,
+                prompts=prompts,
+                focus=self.focus,
+                completion=completion,
+                window=window,
+            )
+        except CompactionError as exc:  # nothing to compact, already compacted
+            return run.result(note=str(exc))
+        return run.result(
+            summary=done.summary,
+            calls=done.calls,
+            usage=done.usage,
+            details={"firstKeptEntryId": done.first_kept_entry_id, "chunks": done.chunks},
+        )
+
+    def _scratch(
+        self,
+        run: _Run,
+        model: str,
+        settings: CompactionSettings,
+        prompts: PromptSet | None,
+        completion: Callable[..., Message] | None,
+        window: int | None,
+    ) -> StrategyResult:
+        from ..compaction import FileOps, format_file_operations, generate_summary
+        from ..compaction.prepare import file_ops_from_message
+
+        tree = run.tree
+        preparation = _prepare(tree, settings)
+        if preparation is None:
+            return run.result(note="Nothing to compact")
+        messages = original_history(tree.get_branch(), preparation.first_kept_entry_id)
+        ops = FileOps()
+        for message in messages:
+            file_ops_from_message(message, ops)
+        generated = generate_summary(
+            messages,
+            model,
+            reserve_tokens=settings.reserve_tokens,
+            prompts=prompts,
+            focus=self.focus,
+            window=window,
+            completion=completion,
+        )
+        details: dict[str, Any] = ops.details()
+        summary = generated.text + format_file_operations(
+            details["readFiles"], details["modifiedFiles"]
+        )
+        details["strategy"] = self.name
+        tree.append_compaction(
+            summary,
+            preparation.first_kept_entry_id,
+            preparation.tokens_before,
+            details,
+            None,
+            generated.usage,
+        )
+        return run.result(
+            summary=summary,
+            calls=generated.calls,
+            usage=generated.usage,
+            details={"firstKeptEntryId": preparation.first_kept_entry_id},
+        )
+
+
+def original_history(branch: Sequence[Entry], first_kept_id: str) -> list[Message]:
+    """The messages of a branch before ``first_kept_id`` as first written — compaction
+    summaries left out, the latest context edit of each message applied, no system
+    messages: what a from-scratch summary reads."""
+    from ..projection import apply_edit, entry_messages
+
+    edits = {
+        e["targetId"]: e
+        for e in branch
+        if e.get("type") == "context_edit" and isinstance(e.get("targetId"), str)
+    }
+    out: list[Message] = []
+    for entry in branch:
+        if entry["id"] == first_kept_id:
+            break
+        if entry.get("type") in ("compaction", "context_edit"):
+            continue
+        for message in apply_edit(entry_messages(entry), edits.get(entry["id"])):
+            if message.get("role") != "system":
+                out.append(message)
+    return out
+
+
+# --- observation masking ------------------------------------------------------------------------
+
+
+MASK_PLACEHOLDER = (
+    "[{tool} output omitted to save context ({tokens} tokens); run it again if needed]"
+)
+
+
+@dataclass
+class ObservationMasking:
+    """Replace old tool results by placeholders (context edits); keep the last ``keep_last``.
+
+    Assistant reasoning and tool calls stay; only observations are masked (JetBrains'
+    "observation masking"). A result already edited is left alone, and a result shorter
+    than its placeholder is not masked. No model call.
+
+    Args:
+        keep_last: how many of the most recent tool results stay verbatim.
+        placeholder: the replacement text (``{tool}`` and ``{tokens}`` are filled in).
+    """
+
+    keep_last: int = 3
+    placeholder: str = MASK_PLACEHOLDER
+    name: str = field(default="mask", init=False)
+
+    def __post_init__(self) -> None:
+        _check_count("mask", "keep_last", self.keep_last)
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str = "",
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        run = _Run(self.name, tree, fork_id)
+        masked, kept = mask_tool_results(tree, self.keep_last, self.placeholder)
+        return run.result(details={"masked": masked, "kept": kept})
+
+
+def mask_tool_results(
+    tree: SessionTree, keep_last: int, placeholder: str = MASK_PLACEHOLDER
+) -> tuple[list[str], list[str]]:
+    """Mask every visible tool result but the last ``keep_last`` on the current branch.
+
+    Returns (masked entry ids, ids of results kept verbatim).
+    """
+    results = [
+        pe
+        for pe in tree.projection().entries
+        if pe.messages
+        and pe.entry.get("type") == "message"
+        and pe.messages[0].get("role") == "toolResult"
+    ]
+    keep = results[len(results) - keep_last :] if keep_last > 0 else []
+    kept = [pe.id for pe in keep]
+    masked: list[str] = []
+    for pe in results[: len(results) - len(keep)]:
+        if pe.edit is not None:
+            continue
+        message = pe.messages[0]
+        tokens = estimate_tokens(message)
+        text = placeholder.format(tool=message.get("toolName") or "tool", tokens=tokens)
+        if text_tokens(text) >= tokens:
+            kept.append(pe.id)
+            continue
+        tree.append_context_edit(pe.id, {"content": text})
+        masked.append(pe.id)
+    return masked, kept
+
+
+# --- truncation ------------------------------------------------------------------------------
+
+
+@dataclass
+class SlidingWindow:
+    """Truncation: keep the most recent ``keep_tokens`` tokens, drop the rest.
+
+    Written as a compaction entry whose summary is one line saying what was dropped (no
+    model call); the cut follows Pi's rules (never between a tool call and its result).
+    """
+
+    keep_tokens: int = 2000
+    name: str = field(default="window", init=False)
+
+    def __post_init__(self) -> None:
+        _check_count("window", "keep_tokens", self.keep_tokens)
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str = "",
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        run = _Run(self.name, tree, fork_id)
+        settings = replace(_settings(settings, model), keep_recent_tokens=self.keep_tokens)
+        preparation = _prepare(tree, settings)
+        if preparation is None:
+            return run.result(note="Nothing to compact")
+        dropped = _span(preparation)
+        tokens = sum(estimate_tokens(m) for m in dropped)
+        summary = (
+            f"[{len(dropped)} earlier messages (about {tokens} tokens) were dropped to fit "
+            f"the context window; only the most recent ~{self.keep_tokens} tokens are kept.]"
+        )
+        tree.append_compaction(
+            summary,
+            preparation.first_kept_entry_id,
+            preparation.tokens_before,
+            {"strategy": self.name, "droppedMessages": len(dropped), "droppedTokens": tokens},
+            True,
+        )
+        return run.result(
+            summary=summary,
+            details={
+                "firstKeptEntryId": preparation.first_kept_entry_id,
+                "droppedMessages": len(dropped),
+            },
+        )
+
+
+# --- hybrid ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Hybrid:
+    """Mask old observations first; summarize (Pi's engine) only if still over budget.
+
+    Args:
+        keep_last: tool results kept verbatim by the masking step.
+        budget: context size (tokens, :func:`context_size`) to get under; default
+            ``window − reserve_tokens`` of the model.
+        incremental: passed to :class:`PiSummary`.
+    """
+
+    keep_last: int = 3
+    budget: int | None = None
+    incremental: bool = True
+    name: str = field(default="hybrid", init=False)
+
+    def __post_init__(self) -> None:
+        _check_count("hybrid", "keep_last", self.keep_last)
+        _check_count("hybrid", "budget", self.budget, optional=True)
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str,
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        from ..compaction import resolve_window
+
+        run = _Run(self.name, tree, fork_id)
+        masked, kept = mask_tool_results(tree, self.keep_last)
+        settings = _settings(settings, model)
+        budget = self.budget
+        if budget is None:
+            budget = resolve_window(model, window) - settings.reserve_tokens
+        after_mask = context_size(tree, tree.leaf_id)
+        details: dict[str, Any] = {"masked": masked, "kept": kept, "tokensAfterMask": after_mask}
+        if after_mask <= budget:
+            return run.result(details={**details, "summarized": False})
+        summary = PiSummary(self.incremental).compact(
+            tree,
+            model=model,
+            settings=settings,
+            prompts=prompts,
+            completion=completion,
+            window=window,
+        )
+        return run.result(
+            summary=summary.summary,
+            calls=summary.calls,
+            usage=summary.usage,
+            note=summary.note,
+            details={**details, **summary.details, "summarized": summary.compacted},
+        )
+
+
+# --- summaries without Pi's engine ----------------------------------------------------------------
+
+
+@dataclass
+class _SummaryStrategy:
+    """A compaction at Pi's cut whose summary comes from :meth:`summarize`."""
+
+    incremental: bool = True
+    file_lists: bool = True
+
+    name = "summary"
+
+    def summarize(
+        self,
+        messages: list[Message],
+        previous: str | None,
+        preparation: CompactionPreparation,
+        prompts: PromptSet,
+    ) -> tuple[str, dict[str, Any] | None, int]:
+        """(summary, usage or None, model calls)."""
+        raise NotImplementedError
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str = "",
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        from ..compaction import DEFAULT_PROMPTS
+
+        run = _Run(self.name, tree, fork_id)
+        preparation = _prepare(tree, _settings(settings, model))
+        if preparation is None:
+            return run.result(note="Nothing to compact")
+        if self.incremental:
+            messages = _span(preparation)
+            previous = preparation.previous_summary
+        else:
+            messages = original_history(tree.get_branch(), preparation.first_kept_entry_id)
+            previous = None
+        summary, usage, calls = self.summarize(
+            messages, previous, preparation, prompts or DEFAULT_PROMPTS
+        )
+        details, lists = _file_lists(preparation)
+        if self.file_lists:
+            summary += lists
+        tree.append_compaction(
+            summary,
+            preparation.first_kept_entry_id,
+            preparation.tokens_before,
+            {**details, "strategy": self.name},
+            None,
+            usage,
+        )
+        return run.result(
+            summary=summary,
+            calls=calls,
+            usage=usage,
+            details={"firstKeptEntryId": preparation.first_kept_entry_id},
+        )
+
+
+@dataclass
+class Extractive(_SummaryStrategy):
+    """The non-LLM baseline: :func:`pi_nb.models.extractive.extractive_summary` (every line
+    copied from the conversation; merges into the previous summary when incremental)."""
+
+    name = "extractive"
+
+    def summarize(
+        self,
+        messages: list[Message],
+        previous: str | None,
+        preparation: CompactionPreparation,
+        prompts: PromptSet,
+    ) -> tuple[str, dict[str, Any] | None, int]:
+        from ..compaction import serialize_conversation
+        from ..messages import convert_to_llm
+        from ..models.extractive import extractive_summary
+
+        conversation = serialize_conversation(convert_to_llm(messages))
+        budget = math.floor(0.8 * preparation.settings.reserve_tokens)
+        return extractive_summary(conversation, previous, max(budget, 1)), None, 0
+
+
+@dataclass
+class CallableStrategy(_SummaryStrategy):
+    """Any ``fn(messages, previous_summary, instructions) -> summary`` as a strategy.
+
+    ``messages`` are Pi AgentMessages (what Pi would summarize), ``previous_summary`` the
+    summary being updated (None the first time, or always when ``incremental=False``) and
+    ``instructions`` Pi's initial or update prompt. ``fn`` may return the summary text, or
+    a dict ``{"summary": str, "usage": PiUsage, "calls": int}``. With ``file_lists`` the
+    ``<read-files>`` / ``<modified-files>`` blocks are appended, as Pi does.
+    """
+
+    fn: SummaryFn | None = None
+    label: str = "callable"
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.label
+
+    def summarize(
+        self,
+        messages: list[Message],
+        previous: str | None,
+        preparation: CompactionPreparation,
+        prompts: PromptSet,
+    ) -> tuple[str, dict[str, Any] | None, int]:
+        if self.fn is None:
+            raise ValueError("CallableStrategy needs a function")
+        instructions = prompts.update if previous else prompts.initial
+        out = self.fn(list(messages), previous, instructions)
+        if isinstance(out, Mapping):
+            return str(out.get("summary", "")), out.get("usage"), int(out.get("calls", 0) or 0)
+        if not isinstance(out, str):
+            raise TypeError(f"strategy {self.label!r} returned {type(out).__name__}, not str")
+        return out, None, 0
+
+
+def callable_strategy(
+    fn: SummaryFn, name: str | None = None, *, incremental: bool = True, file_lists: bool = True
+) -> CallableStrategy:
+    """Wrap ``fn(messages, previous_summary, instructions) -> summary`` as a strategy.
+
+    For process-pool runs ``fn`` must be picklable (a module-level function).
+    """
+    label = name or getattr(fn, "__name__", "callable")
+    return CallableStrategy(incremental=incremental, file_lists=file_lists, fn=fn, label=label)
+
+
+# --- by name -----------------------------------------------------------------------------------
+
+#: Spec name → (class, fixed keyword arguments).
+STRATEGIES: dict[str, tuple[type, dict[str, Any]]] = {
+    "pi": (PiSummary, {"incremental": True}),
+    "pi-scratch": (PiSummary, {"incremental": False}),
+    "mask": (ObservationMasking, {}),
+    "window": (SlidingWindow, {}),
+    "hybrid": (Hybrid, {}),
+    "extractive": (Extractive, {}),
+}
+#: What a comparison runs when not told otherwise.
+DEFAULT_STRATEGIES = ("pi", "pi-scratch", "mask", "window", "hybrid", "extractive")
+
+
+def _value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def get_strategy(spec: str | Compactor) -> Compactor:
+    """A strategy from a spec: ``"mask"``, ``"mask:5"`` (first parameter) or
+    ``"hybrid:keep_last=2,budget=6000"``; a Compactor is returned as is."""
+    if not isinstance(spec, str):
+        if not isinstance(spec, Compactor):
+            raise TypeError(f"not a strategy: {spec!r}")
+        return spec
+    name, _, args = spec.strip().partition(":")
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
+    cls, fixed = STRATEGIES[name]
+    params = [f.name for f in fields(cls) if f.init and f.name not in fixed]
+    kwargs: dict[str, Any] = dict(fixed)
+    for position, item in enumerate(a for a in args.split(",") if a.strip()):
+        key, eq, value = item.partition("=")
+        if not eq:
+            if position > 0 or not params:
+                raise ValueError(f"strategy {spec!r}: only the first parameter may be unnamed")
+            key, value = params[0], item
+        key = key.strip()
+        if key not in params:
+            raise ValueError(
+                f"strategy {name!r} has no parameter {key!r} (parameters: {', '.join(params)})"
+            )
+        kwargs[key] = _value(value.strip())
+    return cls(**kwargs)

@@ -1,0 +1,313 @@
+"""Prompt tuning: rerun one compaction on a frozen history with prompt variants, side by side.
+
+:func:`tune` previews the compaction of a session once per :class:`~pi_nb.compaction.PromptSet`
+variant (:func:`~pi_nb.compaction.preview_compaction`: the summary calls are made, nothing is
+written), scores every summary against the same probes and returns a :class:`TuningResult`:
+a DataFrame (one row per variant), the summaries, their diffs against the baseline, and an
+HTML view with the summaries side by side. :func:`prompt_editor` is a small text-area editor
+for the prompts in a notebook.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from .probes import CATEGORIES, Probe
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..compaction import CompactionSettings, PromptSet
+    from ..session.entries import Message
+
+__all__ = ["PromptEditor", "TuningResult", "follow_layout", "prompt_editor", "tune"]
+
+
+@dataclass
+class TuningResult:
+    """Summaries of one history under several prompt variants.
+
+    Attributes:
+        frame: one row per variant — ``variant, changed, summary_tokens, tokens_after,
+            calls, cost, probe_<category>, probe_all`` (recall of the probes in the summary).
+        summaries: variant → summary text.
+        prompts: variant → PromptSet.
+        probes: the probes every summary was scored against.
+        scores: variant → per-probe scores (``exact``, ``normalized``).
+        baseline: the variant diffs are made against.
+    """
+
+    frame: pd.DataFrame
+    summaries: dict[str, str]
+    prompts: dict[str, PromptSet]
+    probes: list[Probe]
+    scores: dict[str, pd.DataFrame] = field(repr=False)
+    baseline: str = ""
+
+    def __repr__(self) -> str:
+        return f"<TuningResult {len(self.summaries)} variants, baseline {self.baseline!r}>"
+
+    def diff(self, variant: str, against: str | None = None) -> str:
+        """Unified diff of a variant's summary against the baseline (or ``against``)."""
+        base = against or self.baseline
+        return "".join(
+            difflib.unified_diff(
+                self.summaries[base].splitlines(keepends=True),
+                self.summaries[variant].splitlines(keepends=True),
+                fromfile=base,
+                tofile=variant,
+            )
+        )
+
+    def missed(self, variant: str) -> pd.DataFrame:
+        """The probes a variant's summary does not recall (normalized match)."""
+        scored = self.scores[variant]
+        return scored[~scored["normalized"]].reset_index(drop=True)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        names = list(self.summaries)
+        head = "".join(f"<th>{esc(n)}</th>" for n in names)
+        stats = []
+        for column in ("summary_tokens", "calls", *(f"probe_{c}" for c in CATEGORIES), "probe_all"):
+            cells = "".join(f"<td>{_fmt(v)}</td>" for v in self.frame[column])
+            stats.append(f"<tr><th style='text-align:left'>{esc(column)}</th>{cells}</tr>")
+        cells = "".join(
+            "<td style='vertical-align:top'><pre style='white-space:pre-wrap;font-size:11px;"
+            f"max-width:40em'>{_diff_html(self.summaries[self.baseline], self.summaries[n])}"
+            "</pre></td>"
+            for n in names
+        )
+        return (
+            "<div class='pi-nb-tuning'><b>Prompt variants</b> (lines added against "
+            f"<i>{esc(self.baseline)}</i> in green, removed in red)"
+            f"<table><tr><th></th>{head}</tr>{''.join(stats)}"
+            f"<tr><th style='vertical-align:top'>summary</th>{cells}</tr></table></div>"
+        )
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return "—" if value != value else f"{value:.2f}"
+    return html.escape(str(value))
+
+
+def _diff_html(base: str, text: str) -> str:
+    """``text`` with lines not in ``base`` green and lines of ``base`` missing here red."""
+    out = []
+    for line in difflib.ndiff(base.splitlines(), text.splitlines()):
+        tag, body = line[:2], html.escape(line[2:])
+        if tag == "+ ":
+            out.append(f"<span style='background:#e6ffec'>{body}</span>")
+        elif tag == "- ":
+            out.append(
+                f"<span style='background:#ffebe9;text-decoration:line-through'>{body}</span>"
+            )
+        elif tag == "  ":
+            out.append(body)
+    return "\n".join(out)
+
+
+def _variant_names(variants: Sequence[PromptSet] | Mapping[str, PromptSet]) -> dict[str, PromptSet]:
+    from ..compaction import DEFAULT_PROMPTS, PromptSet
+
+    if isinstance(variants, Mapping):
+        named = dict(variants)
+    else:
+        named = {}
+        for index, prompts in enumerate(variants):
+            name = "default" if prompts == DEFAULT_PROMPTS else f"variant {index}"
+            if name in named:
+                name = f"{name} ({index})"
+            named[name] = prompts
+    for name, prompts in named.items():
+        if not isinstance(prompts, PromptSet):
+            raise TypeError(f"variant {name!r} is a {type(prompts).__name__}, not a PromptSet")
+    if not named:
+        raise ValueError("no prompt variants given")
+    return named
+
+
+def tune(
+    session: Any,
+    variants: Sequence[PromptSet] | Mapping[str, PromptSet],
+    model: str = "pinb/scripted",
+    *,
+    settings: CompactionSettings | None = None,
+    focus: str | None = None,
+    completion: Callable[..., Message] | None = None,
+    window: int | None = None,
+    baseline: str | None = None,
+) -> TuningResult:
+    """Preview the compaction of ``session`` once per prompt variant and compare.
+
+    Args:
+        session: a path or a SessionTree (never modified: previews write nothing).
+        variants: PromptSets (named ``default`` / ``variant i``) or a dict name → PromptSet.
+        model: the summarizing model.
+        settings: compaction settings (where the cut falls).
+        focus, completion, window: passed to :func:`~pi_nb.compaction.preview_compaction`.
+        baseline: the variant the others are diffed against (default: the first).
+
+    Raises:
+        NothingToCompact / AlreadyCompacted when the session has nothing to summarize.
+    """
+    import pandas as pd
+
+    from ..compaction import CompactionSettings, preview_compaction
+    from ._sessions import load_session
+    from .probes import compacted_span, extract_probes, probe_recall, score_probes
+    from .strategies import text_tokens
+
+    named = _variant_names(variants)
+    tree = load_session(session)
+    settings = settings or CompactionSettings()
+    probes = extract_probes(compacted_span(tree, settings))
+    base_name = baseline or next(iter(named))
+    if base_name not in named:
+        raise ValueError(f"baseline {base_name!r} is not one of the variants {list(named)}")
+    rows = []
+    summaries: dict[str, str] = {}
+    scores: dict[str, pd.DataFrame] = {}
+    for name, prompts in named.items():
+        result = preview_compaction(
+            tree,
+            model,
+            settings=settings,
+            prompts=prompts,
+            focus=focus,
+            completion=completion,
+            window=window,
+        )
+        summaries[name] = result.summary
+        scored = score_probes(probes, result.summary)
+        scores[name] = scored
+        recall = probe_recall(scored)
+        cost = (result.usage or {}).get("cost") or {}
+        changed = [
+            f.name
+            for f in fields(prompts)
+            if getattr(prompts, f.name) != getattr(named[base_name], f.name)
+        ]
+        rows.append(
+            {
+                "variant": name,
+                "changed": ", ".join(changed) or "—",
+                "summary_tokens": text_tokens(result.summary),
+                "tokens_after": result.tokens_after,
+                "calls": result.calls,
+                "cost": float(cost.get("total", 0.0)) if isinstance(cost, Mapping) else 0.0,
+                **{f"probe_{c}": recall[c] for c in CATEGORIES},
+                "probe_all": recall["all"],
+            }
+        )
+    return TuningResult(
+        frame=pd.DataFrame(rows),
+        summaries=summaries,
+        prompts=named,
+        probes=probes,
+        scores=scores,
+        baseline=base_name,
+    )
+
+
+def follow_layout(completion: Callable[..., Message] | None = None) -> Callable[..., Message]:
+    """A model call that keeps only the summary sections the prompt asks for.
+
+    The offline ``pinb/scripted`` summarizer writes its six sections whatever the prompt
+    says; wrapped in ``follow_layout`` it behaves like a model that follows the requested
+    layout: ``## Heading`` sections whose heading does not appear in the request are
+    dropped. Use it to try prompt edits offline (``tune(..., completion=follow_layout())``).
+    """
+    import re
+
+    from ..messages import content_text
+
+    def call(model: str, messages: Sequence[dict[str, Any]], **options: Any) -> Message:
+        if completion is not None:
+            reply = completion(model, messages, **options)
+        else:
+            from ..llm import complete
+
+            reply = complete(model, messages, stream=False, **options)
+        request = "\n".join(content_text(m.get("content")) for m in messages)
+        text = content_text(reply.get("content"))
+        instructions = request.split("</conversation>")[-1]
+        instructions = re.sub(
+            r"<previous-summary>.*?</previous-summary>", "", instructions, flags=re.S
+        )
+        wanted = set(re.findall(r"^#{2,3}\s+(.+?)\s*$", instructions, re.M))
+        kept: list[str] = []
+        keep = True
+        for line in text.splitlines():
+            heading = re.match(r"^#{2,3}\s+(.+?)\s*$", line)
+            if heading:
+                keep = heading.group(1) in wanted
+            if keep:
+                kept.append(line)
+        return {**reply, "content": [{"type": "text", "text": "\n".join(kept).strip()}]}
+
+    return call
+
+
+class PromptEditor:
+    """Text areas for some fields of a PromptSet; :attr:`prompts` is the edited set.
+
+    Displays as its ipywidgets box. Edit in the notebook, then pass ``editor.prompts`` to
+    :func:`tune` or ``compact(..., prompts=...)``.
+    """
+
+    def __init__(self, prompts: PromptSet, names: Sequence[str], rows: int = 14) -> None:
+        import ipywidgets as widgets
+
+        known = {f.name for f in fields(prompts)}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown prompt fields {unknown}; known: {sorted(known)}")
+        self.base = prompts
+        self.areas = {
+            name: widgets.Textarea(
+                value=getattr(prompts, name),
+                description=name,
+                layout=widgets.Layout(width="100%", height=f"{rows * 1.3:.0f}em"),
+            )
+            for name in names
+        }
+        reset = widgets.Button(description="Reset", tooltip="Back to the original prompts")
+        reset.on_click(lambda _: self.reset())
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML("<b>Summary prompts</b> (read with <code>editor.prompts</code>)"),
+                *self.areas.values(),
+                reset,
+            ]
+        )
+
+    @property
+    def prompts(self) -> PromptSet:
+        """The PromptSet with the text areas' current contents."""
+        return replace(self.base, **{name: area.value for name, area in self.areas.items()})
+
+    @property
+    def value(self) -> PromptSet:
+        return self.prompts
+
+    def reset(self) -> None:
+        for name, area in self.areas.items():
+            area.value = getattr(self.base, name)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def prompt_editor(
+    prompts: PromptSet | None = None, fields: Sequence[str] = ("initial", "update"), rows: int = 14
+) -> PromptEditor:
+    """An ipywidgets editor for ``prompts`` (default: Pi's); read ``.prompts`` after editing."""
+    from ..compaction import DEFAULT_PROMPTS
+
+    return PromptEditor(prompts or DEFAULT_PROMPTS, list(fields), rows)

@@ -1,0 +1,205 @@
+"""The batch runner: table, progress, cache (no model calls on rerun), resume after an
+interruption, and the same results with thread and process pools."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_nb.compaction import CompactionSettings
+from pi_nb.research.compare import COLUMNS, compare_strategies, plot_comparison
+from pi_nb.research.strategies import callable_strategy
+from pi_nb.research.synthetic import generate_session
+
+SETTINGS = CompactionSettings(keep_recent_tokens=1500, reserve_tokens=1500)
+OFFLINE = ["mask:2", "window:1500", "extractive"]
+VOLATILE = ["wall_time_s", "cached"]
+CALLS: list[int] = []
+STOP_AT: list[str] = []
+
+
+def counting_completion(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
+    """The default model call, counted (module level: picklable)."""
+    from pi_nb.llm import complete
+
+    CALLS.append(1)
+    return complete(model, messages, stream=False, **kwargs)
+
+
+def interrupting_summary(messages: list[dict], previous: str | None, instructions: str) -> str:
+    """A strategy that stops the study (like Ctrl-C) on a chosen session."""
+    text = json.dumps(messages[0].get("content"))
+    if any(marker in text for marker in STOP_AT):
+        raise KeyboardInterrupt
+    return f"{len(messages)} messages"
+
+
+def broken_summary(messages: list[dict], previous: str | None, instructions: str) -> str:
+    raise ValueError("summarizer exploded")
+
+
+@pytest.fixture
+def sessions(tmp_path: Path) -> dict[str, str]:
+    out = {}
+    for seed in (1, 2):
+        path = tmp_path / f"s{seed}.jsonl"
+        generate_session(8 + 2 * seed, seed=seed, path=str(path))
+        out[f"s{seed}"] = str(path)
+    return out
+
+
+def _stable(frame):
+    return frame.drop(columns=VOLATILE).reset_index(drop=True)
+
+
+def test_table_columns_rows_and_order(sessions: dict[str, str]) -> None:
+    frame = compare_strategies(list(sessions.values()), OFFLINE, settings=SETTINGS, progress=False)
+    assert list(frame.columns) == list(COLUMNS)
+    assert list(frame["session"]) == ["s1"] * 3 + ["s2"] * 3
+    assert list(frame["strategy"]) == ["mask", "window", "extractive"] * 2
+    assert frame["error"].isna().all() and frame["compacted"].all()
+    assert (frame["compression_ratio"] > 1).all()
+    assert (frame["model_calls"] == 0).all()
+    window = frame[frame["strategy"] == "window"]
+    extractive = frame[frame["strategy"] == "extractive"]
+    assert (window["probe_all"].to_numpy() < extractive["probe_all"].to_numpy()).all()
+    assert (frame["probes"] > 10).all()
+    again = compare_strategies(list(sessions.values()), OFFLINE, settings=SETTINGS, progress=False)
+    assert _stable(again).equals(_stable(frame))  # deterministic
+
+
+def test_progress_bar_on_stderr(sessions: dict[str, str], capsys: pytest.CaptureFixture) -> None:
+    compare_strategies(sessions, OFFLINE, settings=SETTINGS, progress=True)
+    err = capsys.readouterr().err
+    assert "compare" in err and "6/6" in err
+    compare_strategies(sessions, OFFLINE, settings=SETTINGS, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_cache_hit_on_rerun_makes_no_model_calls(sessions: dict[str, str], tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    CALLS.clear()
+    first = compare_strategies(
+        sessions,
+        ["pi", "mask:2"],
+        settings=SETTINGS,
+        cache_dir=cache,
+        completion=counting_completion,
+        progress=False,
+    )
+    assert len(CALLS) == first["model_calls"].sum() > 0
+    assert not first["cached"].any()
+    assert len(list(cache.glob("*.json"))) == 4
+    CALLS.clear()
+    second = compare_strategies(
+        sessions,
+        ["pi", "mask:2"],
+        settings=SETTINGS,
+        cache_dir=cache,
+        completion=counting_completion,
+        progress=False,
+    )
+    assert CALLS == [] and second["cached"].all()
+    assert _stable(second).equals(_stable(first))
+    # Another model, other settings or other prompts are other keys.
+    CALLS.clear()
+    other = CompactionSettings(keep_recent_tokens=1400, reserve_tokens=1500)
+    third = compare_strategies(
+        sessions,
+        ["pi"],
+        settings=other,
+        cache_dir=cache,
+        completion=counting_completion,
+        progress=False,
+    )
+    assert CALLS and not third["cached"].any()
+
+
+def test_interrupted_study_resumes(sessions: dict[str, str], tmp_path: Path) -> None:
+    log = tmp_path / "study.jsonl"
+    strategy = callable_strategy(interrupting_summary, "stoppable")
+    STOP_AT[:] = ["api/routes.py"]  # in the first request of session s2 (seed 2) only
+    with pytest.raises(KeyboardInterrupt):
+        compare_strategies(
+            sessions, [strategy], settings=SETTINGS, results_path=log, progress=False
+        )
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [row["session"] for row in lines] == ["s1"]  # written before the interruption
+    STOP_AT[:] = []
+    resumed = compare_strategies(
+        sessions, [strategy], settings=SETTINGS, results_path=log, progress=False
+    )
+    assert list(resumed["cached"]) == [True, False]
+    assert len(log.read_text().splitlines()) == 2
+
+
+def test_failed_runs_are_rows_and_are_retried(sessions: dict[str, str], tmp_path: Path) -> None:
+    broken = callable_strategy(broken_summary, "broken")
+    frame = compare_strategies(
+        sessions, [broken, "mask:2"], settings=SETTINGS, cache_dir=tmp_path / "c", progress=False
+    )
+    failed = frame[frame["strategy"] == "broken"]
+    assert failed["error"].str.contains("summarizer exploded").all()
+    assert frame[frame["strategy"] == "mask"]["error"].isna().all()
+    again = compare_strategies(
+        sessions, [broken, "mask:2"], settings=SETTINGS, cache_dir=tmp_path / "c", progress=False
+    )
+    assert list(again["cached"]) == [False, True, False, True]
+
+
+def test_thread_and_process_pools_give_the_same_table(sessions: dict[str, str]) -> None:
+    serial = compare_strategies(sessions, OFFLINE, settings=SETTINGS, progress=False)
+    with ThreadPoolExecutor(3) as pool:
+        threaded = compare_strategies(
+            sessions, OFFLINE, settings=SETTINGS, executor=pool, progress=False
+        )
+    with ProcessPoolExecutor(2) as pool:
+        processes = compare_strategies(
+            sessions, OFFLINE, settings=SETTINGS, executor=pool, progress=False
+        )
+    assert _stable(threaded).equals(_stable(serial))
+    assert _stable(processes).equals(_stable(serial))
+
+
+def test_in_memory_sessions_and_labels(tmp_path: Path) -> None:
+    tree = generate_session(8, seed=5)
+    before = len(tree)
+    frame = compare_strategies(
+        {"generated": tree}, ["mask:2"], settings=SETTINGS, cache_dir=tmp_path, progress=False
+    )
+    assert list(frame["session"]) == ["generated"] and len(tree) == before
+    assert (tmp_path / "sessions").is_dir()
+
+
+def test_price_model_and_plot(sessions: dict[str, str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    frame = compare_strategies(
+        sessions,
+        ["pi", "window:1500"],
+        settings=SETTINGS,
+        price_model="gpt-4o-mini",
+        progress=False,
+    )
+    pi = frame[frame["strategy"] == "pi"]
+    assert (pi["cost"] > 0).all()  # scripted calls priced as gpt-4o-mini
+    assert (frame[frame["strategy"] == "window"]["cost"] == 0).all()
+    figure = plot_comparison(frame)
+    assert len(figure.axes) == 3
+
+
+def test_dask_local_cluster_executor(sessions: dict[str, str]) -> None:
+    distributed = pytest.importorskip("distributed")
+    serial = compare_strategies(sessions, OFFLINE, settings=SETTINGS, progress=False)
+    with distributed.Client(
+        processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None
+    ) as client:
+        on_dask = compare_strategies(
+            sessions, OFFLINE, settings=SETTINGS, executor=client.get_executor(), progress=False
+        )
+    assert _stable(on_dask).equals(_stable(serial))

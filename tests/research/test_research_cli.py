@@ -1,0 +1,113 @@
+"""``pi-nb import`` / ``pi-nb compare`` functions: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pi_nb.research.cli import compare_command, import_command
+from pi_nb.research.synthetic import generate_session
+from pi_nb.session import SessionTree
+
+
+def test_import_command(transcripts: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "cc.jsonl"
+    assert (
+        import_command("claude-code", str(transcripts / "claude_code_session.jsonl"), str(out)) == 0
+    )
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("claude-code: 32 records")
+    assert printed[1] == f"wrote {out}"
+    assert SessionTree.open(out).projection().messages
+
+
+@pytest.mark.parametrize(
+    ("kind", "src", "message"),
+    [
+        ("gemini", "codex_rollout.jsonl", "unknown format 'gemini'"),
+        ("codex", "missing.jsonl", "no such file"),
+        ("codex", "claude_code_session.jsonl", "not a Codex rollout"),
+    ],
+)
+def test_import_command_errors(
+    transcripts: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    kind: str,
+    src: str,
+    message: str,
+) -> None:
+    assert import_command(kind, str(transcripts / src), str(tmp_path / "o.jsonl")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pi-nb import: error: ") and message in err
+    assert err.count("\n") == 1
+
+
+def test_import_command_refuses_existing_output(transcripts: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "o.jsonl"
+    src = str(transcripts / "codex_rollout.jsonl")
+    assert import_command("codex", src, str(out)) == 0
+    assert import_command("codex", src, str(out)) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert import_command("auto", src, str(out), overwrite=True) == 0
+
+
+@pytest.fixture
+def session_file(tmp_path: Path) -> str:
+    path = tmp_path / "s.jsonl"
+    generate_session(8, seed=1, path=str(path))
+    return str(path)
+
+
+def test_compare_command_formats(session_file: str, capsys: pytest.CaptureFixture) -> None:
+    assert (
+        compare_command(
+            [session_file], "mask:2,window:1500", "pinb/scripted", "json", keep_recent_tokens=1500
+        )
+        == 0
+    )
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["strategy"] for r in rows] == ["mask", "window"]
+    assert all(r["session"] == "s" and r["error"] is None for r in rows)
+    assert (
+        compare_command(
+            [session_file], ["extractive"], "pinb/scripted", "csv", keep_recent_tokens=1500
+        )
+        == 0
+    )
+    csv = capsys.readouterr().out.splitlines()
+    assert csv[0].startswith("session,strategy,model") and csv[1].startswith("s,extractive,")
+    assert compare_command([session_file], "mask", "pinb/scripted", "table") == 0
+    assert "probe_all" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("files", "strategies", "fmt", "message"),
+    [
+        (["missing.jsonl"], "mask", "json", "no such session file"),
+        (None, "magic", "json", "unknown strategy 'magic'"),
+        (None, "mask:keep_last=x", "json", "non-negative integer"),
+        (None, "mask", "yaml", "unknown output format"),
+        ([], "mask", "json", "no session files"),
+    ],
+)
+def test_compare_command_errors(
+    session_file: str, capsys: pytest.CaptureFixture, files, strategies, fmt, message
+) -> None:
+    assert (
+        compare_command(
+            files if files is not None else [session_file], strategies, "pinb/scripted", fmt
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("pi-nb compare: error: ") and message in err and err.count("\n") == 1
+
+
+def test_compare_command_rejects_a_non_session(tmp_path: Path, capsys) -> None:
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("hello\n")
+    assert compare_command([str(bogus)], "mask", "pinb/scripted", "json") == 2
+    assert "not a Pi session" in capsys.readouterr().err

@@ -1,0 +1,72 @@
+"""Prompt tuning on a frozen history: one row per variant, diffs, and nothing written."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pi_nb.compaction import DEFAULT_PROMPTS, CompactionSettings
+from pi_nb.research.synthetic import generate_session
+from pi_nb.research.tuning import follow_layout, prompt_editor, tune
+
+SETTINGS = CompactionSettings(keep_recent_tokens=1500, reserve_tokens=2000)
+NO_DECISIONS = replace(
+    DEFAULT_PROMPTS,
+    initial=DEFAULT_PROMPTS.initial.replace(
+        "## Key Decisions\n- **Decision**: why it was made.\n\n", ""
+    ),
+)
+
+
+def test_one_row_per_variant_and_the_file_is_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    generate_session(10, seed=1, path=str(path))
+    before = path.read_bytes()
+    result = tune(
+        str(path),
+        {"default": DEFAULT_PROMPTS, "no decisions": NO_DECISIONS},
+        settings=SETTINGS,
+        completion=follow_layout(),
+    )
+    assert path.read_bytes() == before
+    frame = result.frame
+    assert list(frame["variant"]) == ["default", "no decisions"]
+    assert list(frame["changed"]) == ["—", "initial"]
+    assert {"summary_tokens", "calls", "probe_decision", "probe_all"} <= set(frame.columns)
+    assert "## Key Decisions" in result.summaries["default"]
+    assert "## Key Decisions" not in result.summaries["no decisions"]
+    default, edited = frame.set_index("variant").loc[["default", "no decisions"], "probe_decision"]
+    assert edited < default
+    assert "-## Key Decisions" in result.diff("no decisions")
+    assert result.diff("default") == ""
+    assert len(result.missed("no decisions")) > len(result.missed("default"))
+    html = result._repr_html_()
+    assert "no decisions" in html and "line-through" in html
+
+
+def test_list_of_variants_and_baseline() -> None:
+    session = generate_session(8, seed=2)
+    terse = replace(DEFAULT_PROMPTS, system="Be terse.")
+    result = tune(session, [DEFAULT_PROMPTS, terse], settings=SETTINGS)
+    assert list(result.frame["variant"]) == ["default", "variant 1"]
+    assert list(result.frame["changed"]) == ["—", "system"]
+    assert result.baseline == "default"
+    with pytest.raises(ValueError, match="baseline"):
+        tune(session, [DEFAULT_PROMPTS], settings=SETTINGS, baseline="nope")
+    with pytest.raises(TypeError, match="not a PromptSet"):
+        tune(session, {"x": "a prompt"}, settings=SETTINGS)  # type: ignore[dict-item]
+
+
+def test_prompt_editor_returns_the_edited_prompt_set() -> None:
+    editor = prompt_editor(fields=("initial",))
+    assert editor.prompts == DEFAULT_PROMPTS
+    editor.areas["initial"].value = "Summarize in three bullet points."
+    assert editor.prompts.initial == "Summarize in three bullet points."
+    assert editor.prompts.update == DEFAULT_PROMPTS.update
+    editor.reset()
+    assert editor.value == DEFAULT_PROMPTS
+    assert "application/vnd.jupyter.widget-view+json" in editor._repr_mimebundle_()
+    with pytest.raises(ValueError, match="unknown prompt fields"):
+        prompt_editor(fields=("nope",))
