@@ -31,6 +31,37 @@ _LAZY = {
     "estimate_projected_context_tokens": "pi_nb.tokens",
     "count_exact": "pi_nb.tokens",
     "should_compact": "pi_nb.tokens",
+    "ContextTokens": "pi_nb.tokens",
+    # the agent
+    "Session": "pi_nb.agent",
+    "RunResult": "pi_nb.agent",
+    "Tool": "pi_nb.agent",
+    "tool_from_function": "pi_nb.agent",
+    "Hooks": "pi_nb.hooks",
+    # compaction
+    "CompactionSettings": "pi_nb.compaction",
+    "PromptSet": "pi_nb.compaction",
+    "DEFAULT_PROMPTS": "pi_nb.compaction",
+    "compact": "pi_nb.compaction",
+    "preview_compaction": "pi_nb.compaction",
+    "prepare_compaction": "pi_nb.compaction",
+    "navigate": "pi_nb.compaction",
+    # notebook views (heavy libraries load when these are called)
+    "to_networkx": "pi_nb.notebook",
+    "plot_tree": "pi_nb.notebook",
+    "usage_frame": "pi_nb.notebook",
+    "plot_usage": "pi_nb.notebook",
+    "context_frame": "pi_nb.notebook",
+    "entries_frame": "pi_nb.notebook",
+    "diff_projection": "pi_nb.notebook",
+    "latest_compaction_diff": "pi_nb.notebook",
+    "SessionExplorer": "pi_nb.notebook",
+    "explore": "pi_nb.notebook",
+    # research
+    "compare_strategies": "pi_nb.research",
+    "import_transcript": "pi_nb.research",
+    "tune": "pi_nb.research",
+    "fact_survival": "pi_nb.research",
 }
 
 
