@@ -740,6 +740,16 @@ STRATEGIES: dict[str, tuple[type, dict[str, Any]]] = {
     "hybrid": (Hybrid, {}),
     "extractive": (Extractive, {}),
 }
+
+
+def _register_policies() -> None:
+    # The context policies (pi_nb.policies) are strategies too; imported here, not at the
+    # top, because they build on this module's protocol.
+    from ..policies.strategies import PinnedSummary, RelevancePruning
+
+    STRATEGIES["pinned"] = (PinnedSummary, {})
+    STRATEGIES["prune"] = (RelevancePruning, {})
+
 #: What a comparison runs when not told otherwise.
 DEFAULT_STRATEGIES = ("pi", "pi-scratch", "mask", "window", "hybrid", "extractive")
 
@@ -782,3 +792,6 @@ def get_strategy(spec: str | Compactor) -> Compactor:
             )
         kwargs[key] = _value(value.strip())
     return cls(**kwargs)
+
+
+_register_policies()
