@@ -86,6 +86,7 @@ const SKELETON = `
       <span class="pinb-group">
         <button class="pinb-btn" data-act="omit" title="Append a context edit that drops this message from the context (history is kept)">Omit message</button>
         <button class="pinb-btn" data-act="replace" title="Append a context edit that replaces this message's content">Replace…</button>
+        <button class="pinb-btn" data-act="pin" title="Pin this message: every later compaction keeps it verbatim">Pin</button>
       </span>
       <span class="pinb-group">
         <button class="pinb-btn" data-act="compact" title="Summarize older history into a compaction checkpoint">Compact</button>
@@ -601,6 +602,7 @@ function render({ model, el }) {
     set("branch", !!r && !r.leaf, r ? "This entry is already the leaf" : "Select an entry first");
     set("omit", editable, "Select a user, assistant or tool message on the current path");
     set("replace", editable, "Select a user, assistant or tool message on the current path");
+    set("pin", editable && caps.compact, caps.compact ? "Select a message on the current path" : "Needs a pi_nb.agent.Session");
     for (const act of ["compact", "preview"]) {
       set(act, true, "");
       const b = root.querySelector(`[data-act="${act}"]`);
@@ -717,6 +719,7 @@ function render({ model, el }) {
     const focus = root.querySelector('[data-field="focus"]').value.trim() || null;
     if (act === "branch") send({ action: "branch", id, summarize: root.querySelector('[data-field="summarize"]').checked, focus });
     else if (act === "omit") send({ action: "omit", id });
+    else if (act === "pin") send({ action: "pin", id });
     else if (act === "replace") {
       replaceBox.hidden = false;
       const area = replaceBox.querySelector("textarea");

@@ -298,7 +298,7 @@ class SessionExplorer(anywidget.AnyWidget):
 
         ``{"action": "branch", "id", "summarize"?, "focus"?}``, ``{"action": "compact",
         "preview"?, "focus"?}``, ``{"action": "omit", "id"}``, ``{"action": "replace",
-        "id", "text"}``, ``{"action": "discard_preview"}``, ``{"action": "refresh"}``.
+        "id", "text"}``, ``{"action": "pin", "id"}``, ``{"action": "discard_preview"}``, ``{"action": "refresh"}``.
         Never raises: an error becomes a one-line ``Error: …`` status.
         """
         action = message.get("action")
@@ -421,6 +421,16 @@ class SessionExplorer(anywidget.AnyWidget):
         eid = self._target(message)
         entry = self._edit(eid, None)
         return f"Omitted {eid} from the context (edit {_field(entry, 'id') or '?'}; history unchanged)."
+
+    def _do_pin(self, message: dict[str, Any]) -> str:
+        eid = self._target(message)
+        if self.session is None:
+            raise ActionError("Pinning needs a pi_nb.agent.Session (pins act at compaction).")
+        from ..policies import enable_pins, pin
+
+        enable_pins(self.session)
+        pin(self.session, entry_id=eid)
+        return f"Pinned {eid}: later compactions keep it verbatim."
 
     def _do_replace(self, message: dict[str, Any]) -> str:
         eid = self._target(message)

@@ -439,3 +439,21 @@ def test_importing_pi_nb_does_not_import_anywidget() -> None:
         "assert 'anywidget' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pin_action_pins_the_message_for_later_compactions(session_file: Path) -> None:
+    from pi_nb.agent import Session
+    from pi_nb.policies import pins
+
+    session = Session.open(session_file, model="pinb/scripted")
+    explorer = SessionExplorer(session)
+    target = next(
+        e["id"]
+        for e in session.tree.get_branch()
+        if e.get("type") == "message" and e["message"]["role"] == "user"
+    )
+    status = explorer.perform({"action": "pin", "id": target})
+    assert status.startswith("Pinned"), status
+    assert [p for p in pins(session) if getattr(p, "entry_id", None) == target]
+    bare = SessionExplorer(SessionTree.open(session_file))
+    assert bare.perform({"action": "pin", "id": target}).startswith("Error:")
