@@ -3,8 +3,7 @@
 # the browser test) and run every test. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup_env.sh test,local
-.venv/bin/python -m pip install --quiet --progress-bar off "playwright>=1.40"
+bash scripts/setup_env.sh test,notebook,local
 if [ ! -f .pi-oracle/node_modules/@earendil-works/pi-coding-agent/package.json ]; then
   mkdir -p .pi-oracle
   (cd .pi-oracle && npm install --silent --ignore-scripts --no-audit --no-fund \
@@ -19,4 +18,6 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 .venv/bin/ruff check pi_nb tests bench scripts
 export PI_ORACLE_DIR="$PWD/.pi-oracle"
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# Notebooks run through nbval in the same session (outputs checked only where marked).
+.venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks \
+  --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg "$@"

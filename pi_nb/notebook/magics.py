@@ -1,29 +1,44 @@
 """`%load_ext pi_nb`: the %pi line magic and the %%pi cell magic.
 
 Magics only parse and display: every subcommand is one call of the public API
-(:class:`pi_nb.Session` and the notebook helpers). The current session is the one piece
-of state, held on the magics object. Settings are traitlets, configurable with
-``%config PiMagics.model = "..."`` like jupyter-ai's magics.
+(:class:`pi_nb.agent.Session` and the :mod:`pi_nb.notebook` helpers). The current session is
+the one piece of state, held on the magics object (:func:`current_session` returns it to
+Python code). Settings are traitlets, configurable with ``%config PiMagics.model = "..."``
+like jupyter-ai's magics; changing one applies to the current session at once.
+
+Nothing heavy (litellm, pandas, matplotlib, anywidget) is imported until a subcommand needs
+it, so ``%load_ext pi_nb`` stays instant.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import string
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Bool, Integer, Unicode
-
-from ..session.jsonl import SessionError
+from traitlets import Bool, Dict, Integer, Unicode, observe
 
 OFFLINE_MODEL = "pinb/smollm2"
 FALLBACK_MODEL = "pinb/scripted"
+
+__all__ = [
+    "PiMagics",
+    "StreamPrinter",
+    "current_session",
+    "default_model",
+    "interpolate",
+    "load_ipython_extension",
+    "text_token_bar",
+    "unload_ipython_extension",
+]
 
 
 def default_model() -> str:
@@ -35,62 +50,110 @@ def default_model() -> str:
     return FALLBACK_MODEL
 
 
+class _HelpShown(Exception):
+    """argparse printed --help: stop quietly."""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports mistakes as one-line UsageErrors instead of exiting."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
         if message:
             print(message, end="")
         raise _HelpShown
 
+    def print_help(self, file: Any = None) -> None:
+        super().print_help(file or sys.stdout)
 
-class _HelpShown(Exception):
-    pass
+
+# `{name}`, `{obj.attr}`, `{x[0]}`, `{x!r}`, `{x:>8}` — a field must start like an identifier,
+# so JSON (`{"a": 1}`), set literals and `{}` in code are never touched.
+_FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][^{}\n]*)\}")
 
 
 def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
-    """Replace `{name}` (and `{obj.attr}`, `{x[0]}`) by notebook values; `{{`/`}}` escape.
+    """Replace ``{name}`` (and ``{obj.attr}``, ``{x[0]}``, ``{x!r}``, ``{x:spec}``) by notebook
+    values; ``{{`` / ``}}`` give literal braces.
 
-    Fields naming unknown variables are left untouched, so code in prompts survives.
+    Fields naming unknown variables (or failing to format) are left untouched, so code and
+    JSON in prompts survive; unbalanced braces are fine.
     """
     formatter = string.Formatter()
-    out: list[str] = []
-    for literal, field, spec, conversion in formatter.parse(text):
-        out.append(literal)
-        if field is None:
-            continue
+
+    def replace(match: re.Match[str]) -> str:
+        whole = match.group(0)
+        if whole == "{{":
+            return "{"
+        if whole == "}}":
+            return "}"
         try:
-            value, _ = formatter.get_field(field, (), namespace)
-            value = formatter.convert_field(value, conversion)
-            out.append(formatter.format_field(value, spec or ""))
-        except (KeyError, AttributeError, IndexError, ValueError, TypeError):
-            rebuilt = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
-            out.append("{" + rebuilt + "}")
-    return "".join(out)
+            return formatter.vformat(whole, (), _Namespace(namespace))
+        except Exception:
+            return whole
+
+    return _FIELD.sub(replace, text)
+
+
+class _Namespace(dict):  # type: ignore[type-arg]
+    """A read-only view of the user namespace for str.format (KeyError when unknown)."""
+
+    def __init__(self, namespace: Mapping[str, Any]) -> None:
+        super().__init__()
+        self._ns = namespace
+
+    def __getitem__(self, key: str) -> Any:
+        return self._ns[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ns
+
+
+def text_token_bar(tokens: int, window: int, reserve: int, width: int = 40) -> str:
+    """One line: ``context ▕█████░░░░│░░▏ 1,234 / 2,048 tokens · W − R = 1,536``.
+
+    The bar is the window W; ``│`` marks the compaction threshold W − R.
+    """
+    window = max(int(window), 1)
+    threshold = max(window - int(reserve), 0)
+    cut = min(width, max(0, round(threshold / window * width)))
+    filled = min(width, max(0, round(tokens / window * width)))
+    cells = ["█" if i < filled else "░" for i in range(width)]
+    bar = "".join(cells[:cut]) + "│" + "".join(cells[cut:])
+    over = "  ⚠ above W − R" if tokens > threshold else ""
+    return f"context ▕{bar}▏ {tokens:,} / {window:,} tokens · W − R = {threshold:,}{over}"
 
 
 class StreamPrinter:
     """Prints agent events as plain text while the reply streams in."""
 
+    #: Seconds between flushes while text streams: each flush is one output message in
+    #: Jupyter, so flushing every token would store hundreds of outputs per cell.
+    flush_interval = 0.25
+
     def __init__(self, show_tools: bool = True, out: Any = None) -> None:
         self.show_tools = show_tools
-        self.out = out or sys.stdout
+        self.out = out
         self._at_line_start = True
+        self._last_flush = 0.0
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, flush: bool = False) -> None:
         if not text:
             return
-        self.out.write(text)
-        self.out.flush()
+        out = self.out or sys.stdout  # looked up late: Jupyter swaps sys.stdout per cell
+        out.write(text)
+        now = time.monotonic()
+        if flush or now - self._last_flush >= self.flush_interval:
+            out.flush()
+            self._last_flush = now
         self._at_line_start = text.endswith("\n")
 
     def _line(self, text: str) -> None:
         if not self._at_line_start:
             self._write("\n")
-        self._write(text + "\n")
+        self._write(text + "\n", flush=True)
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -112,23 +175,50 @@ class StreamPrinter:
         elif kind == "compaction_end":
             result = event.get("result")
             if event.get("errorMessage"):
-                self._line(f"⟳ compaction failed: {event['errorMessage']}")
+                self._line(f"⟳ compaction failed: {_one_line(event['errorMessage'])}")
+            elif event.get("skipped"):
+                self._line(f"⟳ compaction skipped: {_one_line(event['skipped'])}")
+            elif event.get("aborted"):
+                self._line("⟳ compaction cancelled")
             elif result is not None:
                 before = getattr(result, "tokens_before", None)
                 after = getattr(result, "tokens_after", None)
-                self._line(f"⟳ compacted: {before} → {after} tokens (estimated)")
+                calls = getattr(result, "calls", 0)
+                self._line(
+                    f"⟳ compacted: {before} → {after} tokens (estimated), "
+                    f"{calls} summary call(s); %pi diff shows what changed"
+                )
+        elif kind == "message_end":
+            message = event.get("message") or {}
+            if message.get("role") == "assistant" and message.get("stopReason") == "error":
+                error = _short(str(message.get("errorMessage") or "unknown error"), 160)
+                self._line(f"✗ the model call failed: {error}")
         elif kind == "auto_retry_start":
-            self._line(f"… retrying after a transient error ({event.get('errorMessage', '')})")
+            attempt, most = event.get("attempt"), event.get("maxAttempts")
+            self._line(f"… retrying (attempt {attempt} of {most})")
         elif kind == "error":
-            self._line(f"error: {event.get('message') or event.get('errorMessage')}")
+            self._line(f"error: {_one_line(event.get('message') or event.get('errorMessage'))}")
         elif kind == "agent_end" and not self._at_line_start:
-            self._write("\n")
+            self._write("\n", flush=True)
 
 
 def _short(value: Any, width: int = 40) -> str:
     text = value if isinstance(value, str) else repr(value)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _one_line(value: Any) -> str:
+    text = str(value).strip() or type(value).__name__
+    text = " ".join(text.splitlines()[0].split()) if text else text
+    return text[:500]
+
+
+def _display_text_html(text: str, html: str) -> None:
+    """Display one output with a text/plain and a text/html form."""
+    from IPython.display import display
+
+    display({"text/plain": text, "text/html": html}, raw=True)
 
 
 @magics_class
@@ -141,8 +231,16 @@ class PiMagics(Magics):
     window = Integer(None, allow_none=True, help="context window W (default: the model's)").tag(
         config=True
     )
-    reserve = Integer(None, allow_none=True, help="reserve R (default 16384)").tag(config=True)
-    keep = Integer(None, allow_none=True, help="keepRecentTokens (default 20000)").tag(config=True)
+    reserve = Integer(
+        None, allow_none=True, help="reserve R (default 16384, scaled down for small windows)"
+    ).tag(config=True)
+    keep = Integer(
+        None, allow_none=True, help="keepRecentTokens (default 20000, scaled for small windows)"
+    ).tag(config=True)
+    max_tokens = Integer(None, allow_none=True, help="cap on each reply's tokens").tag(config=True)
+    llm_kwargs = Dict(
+        help='extra options for every model call, e.g. {"script": [...]} for pinb/scripted'
+    ).tag(config=True)
     session_dir = Unicode(
         "", help="folder for new session files (default: Pi's ~/.pi/agent/sessions layout)"
     ).tag(config=True)
@@ -150,23 +248,52 @@ class PiMagics(Magics):
     tools = Bool(True, help="give the agent the default tools (read/write/edit/bash)").tag(
         config=True
     )
+    token_bar = Bool(True, help="print the context token bar after each %%pi reply").tag(
+        config=True
+    )
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell, **kwargs)
-        self.session: Any = None  # the current pi_nb.Session — the magics' only state
+        self.session: Any = None  # the current pi_nb.agent.Session — the magics' only state
         self.parser = self._build_parser()
+        self.cell_parser = self._build_cell_parser()
 
     # --- the current session ----------------------------------------------------------------
 
+    def _model_kwargs(self) -> dict[str, Any]:
+        """``llm_kwargs`` for a Session; a list script becomes a fresh stateful Script."""
+        kwargs = dict(self.llm_kwargs)
+        script = kwargs.get("script")
+        if isinstance(script, (list, tuple)):
+            from ..models.scripted import Script
+
+            kwargs["script"] = Script(script)
+        return kwargs
+
     def _options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"model": self.model or default_model()}
-        for name in ("window", "reserve", "keep"):
+        for name in ("window", "reserve", "keep", "max_tokens"):
             value = getattr(self, name)
             if value is not None:
                 options[name] = value
         if not self.tools:
             options["no_tools"] = True
+        options["llm_kwargs"] = self._model_kwargs()
         return options
+
+    @observe("model", "window", "reserve", "keep", "max_tokens", "llm_kwargs")
+    def _apply_setting(self, change: Any) -> None:
+        """A changed setting (``%config`` or ``%pi model``) applies to the current session."""
+        session = getattr(self, "session", None)  # config is applied before __init__ ends
+        if session is None:
+            return
+        name, value = change["name"], change["new"]
+        if name == "model":
+            session.model = value or default_model()
+        elif name == "llm_kwargs":
+            session.llm_kwargs = {**session.llm_kwargs, **self._model_kwargs()}
+        else:
+            setattr(session, name, value)
 
     def _new_session(self, path: str | None = None, cwd: str | None = None) -> Any:
         from ..agent import Session
@@ -174,7 +301,7 @@ class PiMagics(Magics):
         if path is None and self.session_dir:
             os.makedirs(self.session_dir, exist_ok=True)
             path = os.path.join(self.session_dir, _new_file_name())
-        return Session.new(path, cwd=cwd, **self._options())
+        return Session.new(os.path.expanduser(path) if path else None, cwd=cwd, **self._options())
 
     def current(self) -> Any:
         """The current session, started on first use."""
@@ -200,86 +327,118 @@ class PiMagics(Magics):
             return None
         except UsageError:
             raise
-        except (SessionError, ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
-            raise UsageError(_one_line(exc)) from None
+        except KeyboardInterrupt:
+            print("\n[interrupted]")
+            return None
         except Exception as exc:  # never a traceback from inside the package
-            raise UsageError(f"{type(exc).__name__}: {_one_line(exc)}") from None
+            raise UsageError(_error_line(exc)) from None
+
+    def _build_cell_parser(self) -> _Parser:
+        parser = _Parser(
+            prog="%%pi",
+            description=(
+                "Send the cell as the next user prompt of the current session (started on "
+                "first use) and stream the reply. {var} in the cell is replaced by the notebook "
+                "variable var ({{ and }} for literal braces; unknown names are left as they are). "
+                "Interrupt the kernel to abort: the partial reply is kept, marked aborted."
+            ),
+        )
+        parser.add_argument("--quiet", action="store_true", help="do not stream the reply")
+        return parser
 
     def _prompt(self, line: str, cell: str) -> Any:
-        args = shlex.split(line)
-        if args and args[0] in ("-h", "--help"):
-            print("%%pi [--quiet]\n<prompt text; {var} is replaced by the notebook variable var>")
-            return None
-        quiet = "--quiet" in args
-        unknown = [a for a in args if a != "--quiet"]
-        if unknown:
-            raise UsageError(f"%%pi: unknown option {unknown[0]!r} (only --quiet)")
+        args = self.cell_parser.parse_args(_split(line))
         text = interpolate(cell, self.shell.user_ns if self.shell is not None else {}).strip()
         if not text:
             raise UsageError("%%pi: the cell is empty")
         session = self.current()
-        printer = None if quiet else StreamPrinter(self.show_tools)
+        printer = None if args.quiet else StreamPrinter(self.show_tools)
         try:
             result = session.prompt(text, on_event=printer)
         except KeyboardInterrupt:
-            session.abort()
-            print("\n[interrupted: the partial reply was recorded as aborted]")
+            # Interrupted outside the model call (e.g. during a compaction): nothing partial.
+            print("\n[interrupted: the session is ready for the next prompt]")
             return None
-        error = getattr(result, "error", None)
-        if error:
-            raise UsageError(_one_line(error))
+        if result.aborted:
+            print("\n[interrupted: the partial reply is recorded as aborted; the session is ready]")
+        elif self.token_bar and not args.quiet:
+            self._print_token_bar(session)
+        if result.error:
+            raise UsageError(_one_line(result.error))
         return None
 
+    def _print_token_bar(self, session: Any) -> None:
+        print(text_token_bar(session.context_tokens().tokens, session.window, session.reserve))
+
     def _command(self, line: str) -> Any:
-        argv = shlex.split(line)
-        if not argv:
-            argv = ["status"]
+        argv = _split(line) or ["status"]
         args = self.parser.parse_args(argv)
         return args.run(self, args)
 
     # --- subcommands ------------------------------------------------------------------------
 
     def _build_parser(self) -> _Parser:
-        parser = _Parser(prog="%pi", description="Inspect and steer the current pi_nb session.")
-        sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+        parser = _Parser(
+            prog="%pi",
+            description="Inspect and steer the current pi_nb session (%%pi sends prompts). "
+            "Each subcommand has --help.",
+        )
+        sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="SUBCOMMAND")
 
         def add(name: str, run: Any, help_text: str) -> _Parser:
-            p = sub.add_parser(name, help=help_text, description=help_text)
+            # argparse %-formats help strings (not descriptions)
+            p = sub.add_parser(name, help=help_text.replace("%", "%%"), description=help_text)
             p.set_defaults(run=run)
             return p
 
         add("status", PiMagics.cmd_status, "one line: session, model, context tokens")
         p = add("new", PiMagics.cmd_new, "start a new session (file created on first message)")
-        p.add_argument("path", nargs="?", help="session file (default: Pi's folder layout)")
+        p.add_argument("path", nargs="?", help="session file (default: PiMagics.session_dir)")
         p.add_argument("--cwd", help="working folder for the agent's tools")
         p = add("open", PiMagics.cmd_open, "open any Pi session file and continue it")
         p.add_argument("path")
+        p = add("use", PiMagics.cmd_use, "make a Session held in a notebook variable current")
+        p.add_argument("variable")
+        add("session", PiMagics.cmd_session, "return the current Session (s = %pi session)")
         p = add("model", PiMagics.cmd_model, "show or set the model and its budget")
-        p.add_argument("name", nargs="?")
+        p.add_argument("name", nargs="?", help="litellm model name, e.g. pinb/smollm2")
         p.add_argument("--window", type=int, help="context window W")
-        p.add_argument("--reserve", type=int, help="reserve R")
-        p.add_argument("--keep", type=int, help="keepRecentTokens")
+        p.add_argument("--reserve", type=int, help="reserve R (compaction above W − R)")
+        p.add_argument("--keep", type=int, help="keepRecentTokens kept verbatim by a compaction")
+        p.add_argument("--max-tokens", type=int, dest="max_tokens", help="cap on each reply")
+        p.add_argument(
+            "--script",
+            metavar="VARIABLE",
+            help="notebook variable holding a pinb/scripted script (a list of turns)",
+        )
         p = add("context", PiMagics.cmd_context, "the projection as the model will see it")
-        p.add_argument("--leaf", help="project from another entry")
+        p.add_argument("--leaf", help="project from another entry (id or label)")
         add("tree", PiMagics.cmd_tree, "the session tree (text)")
         p = add("branch", PiMagics.cmd_branch, "move the leaf to an entry id or label")
         p.add_argument("target")
         p.add_argument("--summarize", action="store_true", help="summarize the abandoned branch")
         p.add_argument("--focus", help="what the branch summary should focus on")
+        p.add_argument("--label", help="label the entry the summary is attached to")
         p = add("label", PiMagics.cmd_label, "label an entry (no text clears the label)")
-        p.add_argument("id")
+        p.add_argument("id", help="entry id or label")
         p.add_argument("text", nargs="*")
         p = add("edit", PiMagics.cmd_edit, "context edit: omit or replace one message")
-        p.add_argument("id")
+        p.add_argument("id", help="entry id or label")
         group = p.add_mutually_exclusive_group(required=True)
-        group.add_argument("--omit", action="store_true")
-        group.add_argument("--replace", metavar="TEXT")
+        group.add_argument("--omit", action="store_true", help="hide it from the model")
+        group.add_argument("--replace", metavar="TEXT", help="the model sees TEXT instead")
         p = add("compact", PiMagics.cmd_compact, "compact now (or --preview without changes)")
         p.add_argument("focus", nargs="*", help="extra instructions for the summary")
-        p.add_argument("--preview", action="store_true")
+        p.add_argument("--preview", action="store_true", help="show the plan and its diff only")
+        p = add("pin", PiMagics.cmd_pin, "keep a fact or a message through every compaction")
+        p.add_argument("fact", nargs="*", help="a fact to keep (no fact and no --entry: list pins)")
+        p.add_argument("--entry", metavar="ID", help="pin this message (id or label) verbatim")
+        p = add("unpin", PiMagics.cmd_unpin, "remove a pin (its id, a pinned entry id or the fact)")
+        p.add_argument("pin", nargs="+")
         add("tokens", PiMagics.cmd_tokens, "context tokens: estimated, reported, tiktoken")
         add("usage", PiMagics.cmd_usage, "chart of context tokens per turn against W and W − R")
-        add("diff", PiMagics.cmd_diff, "projection before/after the latest compaction")
+        p = add("diff", PiMagics.cmd_diff, "projection before/after the latest compaction")
+        p.add_argument("--leaf", help="the latest compaction on another branch (id or label)")
         add("widget", PiMagics.cmd_widget, "the interactive session explorer")
         return parser
 
@@ -288,10 +447,10 @@ class PiMagics(Magics):
             print(f"pi_nb: no session yet · model {self.model or default_model()}")
             return
         s = self.session
-        tokens = s.context_tokens()
+        tokens = s.context_tokens().tokens
         print(
             f"pi_nb: session {s.path or '(in memory)'} · model {s.model} · "
-            f"context ~{tokens.tokens}/{s.window} tokens (W − R = {s.window - s.reserve})"
+            f"context ~{tokens:,}/{s.window:,} tokens (W − R = {s.window - s.reserve:,})"
         )
 
     def cmd_new(self, args: argparse.Namespace) -> None:
@@ -301,43 +460,80 @@ class PiMagics(Magics):
     def cmd_open(self, args: argparse.Namespace) -> None:
         from ..agent import Session
 
-        path = os.path.expanduser(args.path)
+        path = os.path.abspath(os.path.expanduser(args.path))
+        if _is_bundled_sample(path):
+            raise UsageError(
+                "%pi open: that is a bundled sample (read-only); open a copy, e.g. "
+                "shutil.copy(sample_session_path(), 'my_session.jsonl')"
+            )
         self.session = Session.open(path, **self._options())
-        report = self.session.tree.report
-        for skipped in report.skipped:
+        report = getattr(self.session.tree, "report", None)
+        for skipped in getattr(report, "skipped", None) or []:
             print(f"warning: skipped {skipped}")
         self.cmd_status(args)
 
-    def cmd_model(self, args: argparse.Namespace) -> None:
-        if args.name:
-            self.model = args.name
-        for name in ("window", "reserve", "keep"):
-            value = getattr(args, name)
-            if value is not None:
-                if value < 0:
-                    raise UsageError(f"%pi model: --{name} must be ≥ 0")
-                setattr(self, name, value)
-        if self.session is not None:
-            if args.name:
-                self.session.model = args.name
-            for name in ("window", "reserve", "keep"):
-                value = getattr(args, name)
-                if value is not None:
-                    setattr(self.session, name, value)
+    def cmd_use(self, args: argparse.Namespace) -> None:
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        if args.variable not in namespace:
+            raise UsageError(f"%pi use: no notebook variable {args.variable!r}")
+        value = namespace[args.variable]
+        if not (hasattr(value, "prompt") and hasattr(value, "tree")):
+            raise UsageError(
+                f"%pi use: {args.variable} is a {type(value).__name__}, not a pi_nb Session"
+            )
+        self.session = value
         self.cmd_status(args)
 
-    def cmd_context(self, args: argparse.Namespace) -> Any:
-        from IPython.display import HTML, display
+    def cmd_session(self, args: argparse.Namespace) -> Any:
+        return self._require()
 
+    def cmd_model(self, args: argparse.Namespace) -> None:
+        for name in ("window", "reserve", "keep", "max_tokens"):
+            value = getattr(args, name)
+            if value is not None and value < 0:
+                flag = name.replace("_", "-")
+                raise UsageError(f"%pi model: --{flag} must be ≥ 0")
+        if args.script is not None:
+            namespace = self.shell.user_ns if self.shell is not None else {}
+            if args.script not in namespace:
+                raise UsageError(f"%pi model: no notebook variable {args.script!r}")
+            turns = namespace[args.script]
+            if not isinstance(turns, (list, tuple)):
+                raise UsageError(
+                    f"%pi model: {args.script} must be a list of script turns, "
+                    f"not a {type(turns).__name__}"
+                )
+            self.llm_kwargs = {**self.llm_kwargs, "script": list(turns)}
+        if args.name:
+            self.model = args.name
+        for name in ("window", "reserve", "keep", "max_tokens"):
+            value = getattr(args, name)
+            if value is not None:
+                setattr(self, name, value)
+        model = self.session.model if self.session is not None else self.model or default_model()
+        parts = [f"model {model}"]
+        if self.session is not None:
+            s = self.session
+            parts += [f"W {s.window:,}", f"R {s.reserve:,}", f"keep {s.keep:,}"]
+            if s.max_tokens:
+                parts.append(f"max tokens {s.max_tokens:,}")
+        else:
+            for name in ("window", "reserve", "keep", "max_tokens"):
+                value = getattr(self, name)
+                if value is not None:
+                    parts.append(f"{name.replace('_', ' ')} {value:,}")
+        if "script" in self.llm_kwargs:
+            parts.append(f"script of {len(self.llm_kwargs['script'])} turn(s)")
+        print("pi_nb: " + " · ".join(parts))
+
+    def cmd_context(self, args: argparse.Namespace) -> None:
+        from ..render import render_context
         from .html import projection_html
 
         session = self._require()
-        if args.leaf:
-            target = session.resolve(args.leaf)
-            projection = session.tree.projection(target)
-        else:
-            projection = session.context()
-        display(HTML(projection_html(projection)))
+        leaf = session.resolve(args.leaf) if args.leaf else None
+        projection = session.tree.projection(leaf) if leaf else session.context()
+        _display_text_html(render_context(session.tree, leaf), projection_html(projection))
 
     def cmd_tree(self, args: argparse.Namespace) -> None:
         from ..render import render_tree
@@ -346,41 +542,69 @@ class PiMagics(Magics):
 
     def cmd_branch(self, args: argparse.Namespace) -> None:
         session = self._require()
-        result = session.navigate(args.target, summarize=args.summarize, focus=args.focus)
-        leaf = session.tree.leaf_id
+        result = session.navigate(
+            args.target, summarize=args.summarize, focus=args.focus, label=args.label
+        )
+        if getattr(result, "cancelled", False):
+            print("navigation cancelled (by a hook); the leaf did not move")
+            return
         note = ""
         summary = getattr(result, "summary_entry", None)
         if summary is not None:
             note = f" (branch summary {summary['id']} appended)"
+        print(f"leaf is now {session.tree.leaf_id}{note}")
         editor = getattr(result, "editor_text", None)
-        print(f"leaf is now {leaf}{note}")
         if editor:
             print(f"the target was a user message; its text, to edit and resend:\n{editor}")
 
     def cmd_label(self, args: argparse.Namespace) -> None:
         session = self._require()
         text = " ".join(args.text) or None
-        session.label(session.resolve(args.id), text)
-        print(f"label {'set' if text else 'cleared'} on {args.id}")
+        entry = session.label(args.id, text)
+        target = entry.get("targetId", args.id) if isinstance(entry, Mapping) else args.id
+        print(f"label {text!r} set on {target}" if text else f"label cleared on {target}")
 
     def cmd_edit(self, args: argparse.Namespace) -> None:
         session = self._require()
-        entry = session.edit(session.resolve(args.id), omit=args.omit, replace=args.replace)
+        entry = session.edit(args.id, omit=args.omit, replace=args.replace)
         what = "omitted from" if args.omit else "replaced in"
-        print(f"{entry['targetId']} {what} the context (edit {entry['id']}); the record is unchanged")
+        print(
+            f"{entry['targetId']} {what} the context (edit {entry['id']}); "
+            "the record itself is unchanged"
+        )
 
-    def cmd_compact(self, args: argparse.Namespace) -> Any:
+    def cmd_compact(self, args: argparse.Namespace) -> None:
         from IPython.display import display
 
         session = self._require()
         focus = " ".join(args.focus) or None
         result = session.compact(focus=focus, preview=args.preview)
         display(result)
-        if args.preview:
-            diff = getattr(result, "diff", None)
-            if callable(diff):
-                display(diff())
-        return None
+        if args.preview and getattr(result, "projection", None) is not None:
+            from .diff import diff_projection
+
+            display(diff_projection(session.context(), result.projection))
+
+    def cmd_pin(self, args: argparse.Namespace) -> None:
+        from ..policies.pins import enable_pins, pin, pins
+
+        session = self._require()
+        fact = " ".join(args.fact) or None
+        if fact is None and args.entry is None:
+            active = pins(session)
+            print("\n".join(str(p) for p in active) if active else "no pins on this branch")
+            return
+        if fact is not None and args.entry is not None:
+            raise UsageError("%pi pin: give a fact or --entry ID, not both")
+        enable_pins(session)  # the session_before_compact policy that honours pins
+        made = pin(session, text=fact, entry_id=args.entry)
+        print(f"pinned {made}: every later compaction keeps it")
+
+    def cmd_unpin(self, args: argparse.Namespace) -> None:
+        from ..policies.pins import unpin
+
+        removed = unpin(self._require(), " ".join(args.pin))
+        print(f"unpinned {removed}")
 
     def cmd_tokens(self, args: argparse.Namespace) -> None:
         from ..messages import convert_to_llm
@@ -391,14 +615,22 @@ class PiMagics(Magics):
         estimate = session.context_tokens()
         heuristic = sum(estimate_tokens(m) for m in projection.messages)
         exact = count_exact(convert_to_llm(projection.messages), session.model)
-        source = "reported usage + estimate" if estimate.lastUsageIndex is not None else "estimate"
-        print(f"context tokens : {estimate.tokens} ({source}, Pi's rule)")
-        print(f"chars/4        : {heuristic} (estimated)")
-        print(f"tiktoken       : {exact.tokens} ({exact.encoding}, {exact.kind})")
-        print(f"window W       : {session.window} · reserve R {session.reserve} · "
-              f"compacts above {session.window - session.reserve}")
+        source = (
+            "last reported usage + estimate of newer messages"
+            if estimate.lastUsageIndex is not None
+            else "estimate incl. system prompt and tools"
+        )
+        threshold = session.window - session.reserve
+        print(f"context tokens : {estimate.tokens:,} ({source}; Pi's rule)")
+        print(f"messages chars/4: {heuristic:,}")
+        print(f"messages tiktoken: {exact.tokens:,} ({exact.encoding}, {exact.kind})")
+        print(
+            f"window W {session.window:,} · reserve R {session.reserve:,} · "
+            f"compacts above W − R = {threshold:,} · keeps ~{session.keep:,} recent"
+        )
+        print(text_token_bar(estimate.tokens, session.window, session.reserve))
 
-    def cmd_usage(self, args: argparse.Namespace) -> Any:
+    def cmd_usage(self, args: argparse.Namespace) -> None:
         from IPython.display import display
 
         from .plots import plot_usage
@@ -410,20 +642,53 @@ class PiMagics(Magics):
 
         plt.close(ax.figure)
 
-    def cmd_diff(self, args: argparse.Namespace) -> Any:
+    def cmd_diff(self, args: argparse.Namespace) -> None:
         from IPython.display import display
 
         from .diff import latest_compaction_diff
 
-        display(latest_compaction_diff(self._require().tree))
+        session = self._require()
+        leaf = session.resolve(args.leaf) if args.leaf else None
+        try:
+            diff = latest_compaction_diff(session.tree, leaf)
+        except ValueError as exc:
+            raise UsageError(
+                f"%pi diff: {exc} (%pi compact makes one; --leaf ID looks on another branch)"
+            ) from None
+        display(diff)
 
-    def cmd_widget(self, args: argparse.Namespace) -> Any:
+    def cmd_widget(self, args: argparse.Namespace) -> None:
         from IPython.display import display
 
         from .widget import SessionExplorer
 
-        session = self._require()
-        display(SessionExplorer(session))
+        display(SessionExplorer(self._require()))
+
+
+def _split(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"%pi: cannot parse the line ({exc})") from None
+
+
+def _error_line(exc: BaseException) -> str:
+    """One line for an error from the API: the message; the type when it says more."""
+    text = _one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+    plain = (ValueError, KeyError, FileNotFoundError, RuntimeError, LookupError)
+    if type(exc).__module__.startswith("pi_nb") or type(exc) in plain:
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+def _is_bundled_sample(path: str) -> bool:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pi_nb.samples")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    folders = [os.path.abspath(p) for p in spec.submodule_search_locations]
+    return any(os.path.dirname(path) == folder for folder in folders)
 
 
 def _new_file_name() -> str:
@@ -432,18 +697,29 @@ def _new_file_name() -> str:
     return f"{now_iso().replace(':', '-').replace('.', '-')}_{new_session_id()}.jsonl"
 
 
-def _one_line(value: Any) -> str:
-    text = str(value).strip() or type(value).__name__
-    return text.splitlines()[0][:500]
+def _magics(shell: Any = None) -> PiMagics | None:
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    if shell is None:
+        return None
+    found = shell.magics_manager.registry.get("PiMagics")
+    return found if isinstance(found, PiMagics) else None
+
+
+def current_session(shell: Any = None) -> Any:
+    """The Session the %pi / %%pi magics are driving (None before the first one)."""
+    magics = _magics(shell)
+    return magics.session if magics is not None else None
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics and say which session and model are active."""
+    """Register the magics and say, in one line, which session and model are active."""
     magics = PiMagics(shell=ipython)
     ipython.register_magics(magics)
     model = magics.model or default_model()
-    where = "no session yet (%%pi starts one)"
-    print(f"pi_nb loaded · {where} · model {model} · %pi --help for commands")
+    print(f"pi_nb loaded · no session yet (%%pi starts one) · model {model} · %pi --help")
 
 
 def unload_ipython_extension(ipython: Any) -> None:
