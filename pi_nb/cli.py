@@ -171,7 +171,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _print_json(value: Any) -> None:
-    text = json.dumps(value, ensure_ascii=False)
+    from .session.entries import js_numbers
+
+    # Numbers as JavaScript prints them (a float 0.0 read from a file is 0), like Pi.
+    text = json.dumps(js_numbers(value), ensure_ascii=False)
     # A lone surrogate (an emoji cut in half) cannot be encoded: escape it like JavaScript.
     data = text.encode("utf-8", "backslashreplace") if _has_surrogate(text) else text.encode()
     sys.stdout.buffer.write(data + b"\n")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .session.entries import Message, empty_usage
+from .session.entries import Message, empty_usage, js_numbers
 
 _LOCK = threading.Lock()
 _LITELLM: Any = None
@@ -95,13 +95,15 @@ def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:
         cost_in, cost_out = litellm.cost_per_token(
             model=model, prompt_tokens=prompt, completion_tokens=completion
         )
-        usage["cost"] = {
-            "input": cost_in,
-            "output": cost_out,
-            "cacheRead": 0,
-            "cacheWrite": 0,
-            "total": cost_in + cost_out,
-        }
+        usage["cost"] = js_numbers(
+            {
+                "input": cost_in,
+                "output": cost_out,
+                "cacheRead": 0,
+                "cacheWrite": 0,
+                "total": cost_in + cost_out,
+            }
+        )
     except Exception:
         pass  # unknown price: cost stays 0
     return usage

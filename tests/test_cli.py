@@ -179,3 +179,18 @@ def test_v1_file_via_cli(tmp_path):
     assert [m["role"] for m in out["messages"]] == ["compactionSummary", "user", "assistant",
                                                     "custom", "user"]
     assert out["thinkingLevel"] == "medium"
+
+
+def test_context_json_prints_numbers_like_javascript(tmp_path):
+    # Pi reads 0.0 as the number 0 and prints it so; pi_nb must print the same JSON.
+    path = tmp_path / "floats.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+        '{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        '"message":{"role":"user","content":"hi","timestamp":1.0,"score":2.5,"zero":0.0}}\n'
+    )
+    result = run("context", path, "--json")
+    assert result.returncode == 0, result.stderr
+    message = json.loads(result.stdout)["messages"][0]
+    assert '"timestamp": 1,' in result.stdout and '"zero": 0}' in result.stdout
+    assert message["score"] == 2.5

@@ -216,6 +216,34 @@ def js_stringify(value: Any) -> str:
     return _js_string(str(value))
 
 
+def js_numbers(value: Any) -> Any:
+    """``value`` with integral floats as ints, as JavaScript holds them (``0.0`` is ``0``).
+
+    Containers are copied only where something changes.
+    """
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) <= 2**53 else value
+    if isinstance(value, dict):
+        changed = None
+        for key, item in value.items():
+            new = js_numbers(item)
+            if new is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = new
+        return value if changed is None else changed
+    if isinstance(value, list):
+        out = None
+        for index, item in enumerate(value):
+            new = js_numbers(item)
+            if new is not item:
+                if out is None:
+                    out = list(value)
+                out[index] = new
+        return value if out is None else out
+    return value
+
+
 def dumps_line(entry: Any) -> str:
     """Serialize one entry as a JSON line the way Pi writes it (no trailing newline)."""
     return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
