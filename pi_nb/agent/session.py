@@ -71,6 +71,21 @@ Listener = Callable[[dict[str, Any]], None]
 TINY_LOCAL_MODELS = frozenset({"pinb/smollm2"})
 
 
+def _tail_positions(branch: Sequence[Entry], entry_id: str | None) -> tuple[int | None, int | None]:
+    """(index of the latest compaction, index of ``entry_id``) on a branch, scanning back
+    from the leaf; past the compaction only while ``entry_id`` is still unfound."""
+    latest = position = None
+    for index in range(len(branch) - 1, -1, -1):
+        entry = branch[index]
+        if position is None and entry_id is not None and entry.get("id") == entry_id:
+            position = index
+        if latest is None and entry.get("type") == "compaction":
+            latest = index
+        if latest is not None and (position is not None or entry_id is None):
+            break
+    return latest, position
+
+
 class SessionBusyError(RuntimeError):
     """A prompt is already running on this session."""
 
@@ -719,14 +734,12 @@ class Session:
         provider, model_id = split_model(self._model)
         same_model = message.get("provider") == provider and message.get("model") == model_id
         window = self.window
-        branch = self.tree.get_branch()
-        positions = {e["id"]: i for i, e in enumerate(branch)}
-        latest_compaction = max(
-            (i for i, e in enumerate(branch) if e.get("type") == "compaction"), default=None
-        )
+        # Structure only, newest first: the checks look at the tail after the latest
+        # compaction, so a long history costs nothing here.
+        branch = self.tree.projection().light_path
+        latest_compaction, position = _tail_positions(branch, entry_id)
         # A reply from before the latest compaction carries stale usage and errors.
         if latest_compaction is not None:
-            position = positions.get(entry_id) if entry_id else None
             if position is not None:
                 if position < latest_compaction:
                     return False
@@ -742,7 +755,7 @@ class Session:
             pe.id == entry_id and any(m.get("role") == "assistant" for m in pe.messages)
             for pe in projection.entries
         )
-        after = branch[positions[entry_id] + 1 :] if entry_id in positions else []
+        after = branch[position + 1 :] if position is not None else []
         edit_after = any(e.get("type") == "context_edit" for e in after)
         own_edits = [e for e in after if e.get("type") == "context_edit" and e.get("targetId") == entry_id]
         retained = entry_id is None or (
@@ -804,7 +817,8 @@ class Session:
             estimate = estimate_context_tokens(projection.messages, self.tree.token_cache)
             if estimate.lastUsageIndex is not None and latest_compaction is not None:
                 source = projection.source_of(estimate.lastUsageIndex).id
-                if positions.get(source, -1) < latest_compaction:
+                source_position = _tail_positions(branch, source)[1]
+                if (-1 if source_position is None else source_position) < latest_compaction:
                     return False
             tokens = estimate.tokens
             if estimate.lastUsageIndex is None:
