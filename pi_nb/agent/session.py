@@ -158,6 +158,16 @@ class RunResult:
     def messages(self) -> list[Message]:
         return [e["message"] for e in self.entries if e.get("type") == "message"]
 
+    def _repr_html_(self) -> str:
+        from ..notebook.html import esc
+
+        status = "aborted" if self.aborted else f"error: {self.error}" if self.error else "ok"
+        return (
+            f"<div><b>RunResult</b> · {esc(status)} · {len(self.entries)} entries · "
+            f"{len(self.compactions)} compactions · {self.usage.get('totalTokens', 0)} tokens"
+            f"<pre style='white-space:pre-wrap'>{esc(self.text)}</pre></div>"
+        )
+
     def __repr__(self) -> str:
         status = "aborted" if self.aborted else f"error={self.error!r}" if self.error else "ok"
         text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
@@ -1007,6 +1017,13 @@ class Session:
         self._require_idle("edit the context")
         target = self.resolve(entry_id)
         return self.tree.append_context_edit(target, None if omit else {"content": replace})
+
+    def _repr_html_(self) -> str:
+        from ..notebook.html import esc, session_html
+
+        window = self._window if self._window is not None else self._window_cache.get(self._model)
+        head = f"<div><b>Session</b> · model <code>{esc(self._model)}</code></div>"
+        return head + session_html(self.tree, window=window)
 
     def __repr__(self) -> str:
         where = self.tree.path or "in memory"

@@ -413,3 +413,12 @@ def test_real_local_model_round_trip(tmp_path):
     assert result.text.strip()
     assert result.replies[-1]["usage"]["input"] > 0
     assert SessionTree.open(session.path).projection().messages == session.context().messages
+
+
+def test_session_and_run_result_render_as_html(tmp_path):
+    session = Session.new(tmp_path / "h.jsonl", cwd=tmp_path, model="pinb/scripted", window=4096,
+                          script=["<b>bold</b> reply"])
+    result = session.prompt("<script>x</script>")
+    html = session._repr_html_()
+    assert "pinb/scripted" in html and "<script>x" not in html
+    assert "&lt;b&gt;bold&lt;/b&gt; reply" in result._repr_html_()
