@@ -288,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"pi-nb: warning: {warning.message}", file=sys.stderr)
         return status
     except (CliError, SessionError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        print(f"pi-nb: error: {exc}", file=sys.stderr)
+        from .redact import redact
+
+        print(f"pi-nb: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("pi-nb: interrupted", file=sys.stderr)

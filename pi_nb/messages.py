@@ -36,7 +36,8 @@ def content_text(content: Any, separator: str = "\n") -> str:
     if not isinstance(content, list):
         return ""
     return separator.join(
-        b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        b["text"] for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     )
 
 
@@ -101,15 +102,20 @@ def current_system_message(messages: Sequence[Message]) -> Message | None:
         text = content_text(message.get("content"))
         if text:
             content.append(text)
-        for name, value in (message.get("sections") or {}).items():
+        patch = message.get("sections")
+        for name, value in patch.items() if isinstance(patch, dict) else ():
             if value is None:
                 sections.pop(name, None)
             else:
                 sections[name] = value
-        for tool in message.get("toolsRemoved") or []:
-            tools.pop(tool.get("name"), None)
-        for tool in message.get("toolsAdded") or []:
-            tools[tool.get("name")] = tool
+        removed = message.get("toolsRemoved")
+        for tool in removed if isinstance(removed, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                tools.pop(tool["name"], None)
+        added = message.get("toolsAdded")
+        for tool in added if isinstance(added, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                tools[tool["name"]] = tool
     if not seen and not tools:
         return None
     system: Message = {"role": "system", "content": "\n\n".join(content)}

@@ -169,7 +169,8 @@ def entry_messages(entry: Entry) -> list[Message]:
     if kind == "compaction":
         summary = compaction_summary_message(entry)
         system = entry.get("systemMessage")
-        return [system, summary] if system else [summary]
+        # Pi keeps any truthy value here; only a dict is a message (hostile files).
+        return [system, summary] if system and isinstance(system, dict) else [summary]
     return []
 
 

@@ -17,14 +17,17 @@ def describe_entry(entry: Entry, width: int = 60) -> str:
     """A short human description of an entry: kind, role and a text preview."""
     kind = entry.get("type")
     if kind == "message":
-        message = entry.get("message") or {}
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            message = {}
         role = message.get("role", "?")
         if role == "assistant":
             parts = []
             calls = []
-            for block in message.get("content") or []:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else ():
                 if isinstance(block, dict) and block.get("type") == "text":
-                    parts.append(block.get("text") or "")
+                    parts.append(str(block.get("text") or ""))
                 elif isinstance(block, dict) and block.get("type") == "toolCall":
                     calls.append(str(block.get("name")))
             text = " ".join(parts)
@@ -32,7 +35,7 @@ def describe_entry(entry: Entry, width: int = 60) -> str:
                 text = (text + " " if text else "") + "→ " + ", ".join(calls)
             stop = message.get("stopReason")
             if stop in ("error", "aborted", "length"):
-                text = f"[{stop}] " + (text or message.get("errorMessage") or "")
+                text = f"[{stop}] " + (text or str(message.get("errorMessage") or ""))
             return f"assistant: {one_line(text, width)}"
         if role == "toolResult":
             flag = " (error)" if message.get("isError") else ""
@@ -118,7 +121,7 @@ def render_context(tree: SessionTree, leaf_id: str | None = None, width: int = 8
                 text = content_text(message.get("content"))
             status = pe.status
             lines.append(
-                f"{index:>4} {role:<17} {cache.estimate(message):>6} tok  {pe.id} {status:<8} "
+                f"{index:>4} {role!s:<17} {cache.estimate(message):>6} tok  {pe.id} {status:<8} "
                 f"{one_line(text, width)}"
             )
             index += 1

@@ -25,6 +25,18 @@ if TYPE_CHECKING:
 IMAGE_CHARS = 4800
 
 
+def _text_len(value: Any) -> int:
+    """js_len of a string; 0 for anything else (hand-edited or hostile files)."""
+    return js_len(value) if isinstance(value, str) else 0
+
+
+def _number(value: Any) -> int | float:
+    """A finite number, else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return value if math.isfinite(value) else 0
+
+
 def _content_chars(content: Any) -> int:
     if isinstance(content, str):
         return js_len(content)
@@ -33,8 +45,8 @@ def _content_chars(content: Any) -> int:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
-        if kind == "text" and block.get("text"):
-            chars += js_len(block["text"])
+        if kind == "text":
+            chars += _text_len(block.get("text"))
         elif kind == "image":
             chars += IMAGE_CHARS
     return chars
@@ -45,9 +57,9 @@ def message_chars(message: Message) -> int:
     role = message.get("role")
     if role == "system":
         chars = _content_chars(message.get("content"))
-        for value in (message.get("sections") or {}).values():
-            if value:
-                chars += js_len(value)
+        sections = message.get("sections")
+        for value in sections.values() if isinstance(sections, dict) else ():
+            chars += _text_len(value)
         if message.get("toolsAdded") is not None:  # an empty list counts, as in JavaScript
             chars += js_len(js_stringify(message["toolsAdded"]))
         return chars
@@ -55,21 +67,22 @@ def message_chars(message: Message) -> int:
         return _content_chars(message.get("content"))
     if role == "assistant":
         chars = 0
-        for block in message.get("content") or []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
             if kind == "text":
-                chars += js_len(block.get("text") or "")
+                chars += _text_len(block.get("text"))
             elif kind == "thinking":
-                chars += js_len(block.get("thinking") or "")
+                chars += _text_len(block.get("thinking"))
             elif kind == "toolCall":
-                chars += js_len(block.get("name") or "") + js_len(js_stringify(block.get("arguments")))
+                chars += _text_len(block.get("name")) + js_len(js_stringify(block.get("arguments")))
         return chars
     if role == "bashExecution":
-        return js_len(message.get("command") or "") + js_len(message.get("output") or "")
+        return _text_len(message.get("command")) + _text_len(message.get("output"))
     if role in ("branchSummary", "compactionSummary"):
-        return js_len(message.get("summary") or "")
+        return _text_len(message.get("summary"))
     return 0
 
 
@@ -80,10 +93,10 @@ def estimate_tokens(message: Message) -> int:
 
 def calculate_context_tokens(usage: dict[str, Any]) -> int:
     """totalTokens when non-zero, else input + output + cacheRead + cacheWrite."""
-    total = usage.get("totalTokens") or 0
+    total = _number(usage.get("totalTokens"))
     if total:
         return total
-    return sum(usage.get(k) or 0 for k in ("input", "output", "cacheRead", "cacheWrite"))
+    return sum(_number(usage.get(k)) for k in ("input", "output", "cacheRead", "cacheWrite"))
 
 
 def assistant_usage(message: Message) -> dict[str, Any] | None:

@@ -277,9 +277,23 @@ class Session:
     # --- construction --------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], **opts: Any) -> Session:
-        """Open an existing session file (Pi's format)."""
-        return cls(SessionTree.open(path), **opts)
+    def open(cls, path: str | os.PathLike[str], *, lock: Any = None, **opts: Any) -> Session:
+        """Open an existing session file (Pi's format).
+
+        ``lock``: what to do when another process is writing the file — ``"wait"``,
+        ``"fail"`` or seconds to wait (see :mod:`pi_nb.session.lock`).
+        """
+        return cls(SessionTree.open(path, lock=lock), **opts)
+
+    def close(self) -> None:
+        """Release the session file (its writer lock); the object stays readable."""
+        self.tree.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def new(

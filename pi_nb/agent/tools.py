@@ -479,11 +479,14 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def redact_secrets(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Replace the values of credential-like environment variables in ``text``."""
+    """Replace the values of credential-like environment variables in ``text`` (and, through
+    :func:`pi_nb.redact.redact`, API keys by shape and Authorization / Bearer values)."""
     for value, name in sorted(secret_values(env).items(), key=lambda kv: -len(kv[0])):
         if value in text:
             text = text.replace(value, f"[redacted ${name}]")
-    return text
+    from ..redact import redact
+
+    return redact(text, env)  # plus key shapes, bearer tokens and Authorization headers
 
 
 # --- default tools ---------------------------------------------------------------------------

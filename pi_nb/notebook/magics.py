@@ -453,8 +453,14 @@ class PiMagics(Magics):
             f"context ~{tokens:,}/{s.window:,} tokens (W − R = {s.window - s.reserve:,})"
         )
 
+    def _replace_session(self, new: Any) -> None:
+        # Release the previous file's writer lock so another kernel can continue it.
+        old, self.session = self.session, new
+        if old is not None and old is not new and hasattr(old, "close"):
+            old.close()
+
     def cmd_new(self, args: argparse.Namespace) -> None:
-        self.session = self._new_session(args.path, args.cwd)
+        self._replace_session(self._new_session(args.path, args.cwd))
         self.cmd_status(args)
 
     def cmd_open(self, args: argparse.Namespace) -> None:
@@ -466,7 +472,7 @@ class PiMagics(Magics):
                 "%pi open: that is a bundled sample (read-only); open a copy, e.g. "
                 "shutil.copy(sample_session_path(), 'my_session.jsonl')"
             )
-        self.session = Session.open(path, **self._options())
+        self._replace_session(Session.open(path, lock="fail", **self._options()))
         report = getattr(self.session.tree, "report", None)
         for skipped in getattr(report, "skipped", None) or []:
             print(f"warning: skipped {skipped}")
@@ -674,7 +680,9 @@ def _split(line: str) -> list[str]:
 
 def _error_line(exc: BaseException) -> str:
     """One line for an error from the API: the message; the type when it says more."""
-    text = _one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+    from ..redact import redact
+
+    text = redact(_one_line(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc))
     plain = (ValueError, KeyError, FileNotFoundError, RuntimeError, LookupError)
     if type(exc).__module__.startswith("pi_nb") or type(exc) in plain:
         return text

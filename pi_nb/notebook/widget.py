@@ -51,7 +51,9 @@ def asset_dir() -> Path:
 
 
 def _one_line(error: BaseException, limit: int = 240) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
+    from ..redact import redact
+
+    text = redact(" ".join(str(error).split())) or type(error).__name__
     text = f"{type(error).__name__}: {text}" if not isinstance(error, ActionError) else text
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -201,14 +203,16 @@ class SessionExplorer(anywidget.AnyWidget):
         """The synced trait values for the tree as it is now."""
         if len(self._token_cache) > 2 * len(self.tree.entries) + 1000:
             self._token_cache = TokenCache()  # drop estimates of superseded projections
-        state = widget_state.explorer_state(
+        from ..redact import redact_obj
+
+        state = redact_obj(widget_state.explorer_state(
             self.tree,
             self.window,
             self.reserve,
             self._rows,
             self._token_cache,
             overhead=self._session_overhead(),
-        )
+        ))  # a key in a file written elsewhere (Pi) never reaches the front end
         tokens = state["tokens"]
         tokens["window_source"] = (
             "explicit"

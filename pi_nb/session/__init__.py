@@ -10,6 +10,7 @@ from .jsonl import (
     load_file,
 )
 from .listing import SessionInfo, agent_dir, default_session_dir, list_sessions
+from .lock import SessionLockedError
 from .tree import ContextEditError, EntryNotFoundError, SessionTree, TreeNode
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "SessionError",
     "SessionInfo",
     "SessionLoadWarning",
+    "SessionLockedError",
     "SessionTree",
     "SkippedLine",
     "TreeNode",

@@ -198,22 +198,47 @@ def _js_string(text: str) -> str:
     return out
 
 
+class _Raw(str):
+    """Already-serialized JSON text on js_stringify's work stack."""
+
+
 def js_stringify(value: Any) -> str:
-    """`JSON.stringify(value)`: compact, keys in insertion order, JS number formatting."""
-    if value is None or value is True or value is False:
-        return json.dumps(value)
-    if isinstance(value, str):
-        return _js_string(value)
-    if isinstance(value, int):
-        # JavaScript numbers are doubles: big integers lose digits the same way.
-        return str(value) if abs(value) <= 2**53 else _js_number(float(value))
-    if isinstance(value, float):
-        return _js_number(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_js_string(str(k))}:{js_stringify(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(js_stringify(v) for v in value) + "]"
-    return _js_string(str(value))
+    """`JSON.stringify(value)`: compact, keys in insertion order, JS number formatting.
+
+    Iterative, so any nesting depth works (no RecursionError on hostile values)."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Raw:
+            out.append(item)
+        elif item is None or item is True or item is False:
+            out.append(json.dumps(item))
+        elif isinstance(item, str):
+            out.append(_js_string(item))
+        elif isinstance(item, int):
+            # JavaScript numbers are doubles: big integers lose digits the same way.
+            out.append(str(item) if abs(item) <= 2**53 else _js_number(float(item)))
+        elif isinstance(item, float):
+            out.append(_js_number(item))
+        elif isinstance(item, dict):
+            stack.append(_Raw("}"))
+            pairs = list(item.items())
+            for index in range(len(pairs) - 1, -1, -1):
+                key, child = pairs[index]
+                stack.append(child)
+                stack.append(_Raw(("," if index else "") + _js_string(str(key)) + ":"))
+            stack.append(_Raw("{"))
+        elif isinstance(item, (list, tuple)):
+            stack.append(_Raw("]"))
+            for index in range(len(item) - 1, -1, -1):
+                stack.append(item[index])
+                if index:
+                    stack.append(_Raw(","))
+            stack.append(_Raw("["))
+        else:
+            out.append(_js_string(str(item)))
+    return "".join(out)
 
 
 def js_numbers(value: Any) -> Any:

@@ -7,16 +7,20 @@ repaired line is recorded in a :class:`LoadReport` and raised as a warning.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import re
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypedDict
+from typing import Any, TypedDict
 
 import msgspec
 
-from .entries import CURRENT_SESSION_VERSION, Entry, dumps_line, new_entry_id
+from .entries import CURRENT_SESSION_VERSION, Entry, new_entry_id
 
 
 class SessionError(Exception):
@@ -66,6 +70,7 @@ class LoadedFile:
     entries: list[Entry]
     report: LoadReport
     raw: dict[int, bytes] = field(default_factory=dict)  # id(skeleton) -> line bytes
+    size: int = -1  # bytes read (load_file), so a writer can tell what was appended since
 
 
 class _MessageHead(msgspec.Struct):
@@ -133,7 +138,7 @@ def _parse_clean(lines: list[bytes], file: str, report: LoadReport) -> LoadedFil
         elif kind == "session":
             return None
         else:
-            entries.append(_FULL.decode(line))
+            entries.append(_decode_line(line))
     for entry in entries:
         if type(entry.get("id")) is not str:
             return None
@@ -145,6 +150,8 @@ def _parse_constant(name: str) -> Any:
 
 
 def _loads(raw: str | bytes) -> Any:
+    if isinstance(raw, bytes):  # never let json guess UTF-16/32 from NUL bytes
+        raw = raw.decode("utf-8")
     return json.loads(raw, parse_constant=_parse_constant)
 
 
@@ -201,9 +208,18 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
         except msgspec.ValidationError:
             pass  # valid JSON of another shape: parsed in full below
         except (msgspec.DecodeError, RecursionError) as exc:
-            report.skipped.append(SkippedLine(file, number, f"not valid JSON ({_short(exc)})"))
-            continue
-        if (
+            # JSON.parse accepts a few things msgspec refuses (lone surrogate escapes such
+            # as "\ud83d", which JSON.stringify writes; numbers beyond 64 bits); deep
+            # nesting is retried where the stack is shallow, so the limit does not depend
+            # on the caller.
+            try:
+                value = _decode_line(line)
+            except (ValueError, RecursionError):
+                report.skipped.append(SkippedLine(file, number, f"not valid JSON ({_short(exc)})"))
+                continue
+        if value is not None:
+            pass  # parsed by the fallback above
+        elif (
             lazy
             and header is not None
             and skeleton is not None
@@ -221,15 +237,10 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
             value = light
         else:
             try:
-                value = _FULL.decode(line)
-            except (msgspec.DecodeError, RecursionError, ValueError) as exc:
-                try:  # msgspec and Python disagree on a few edge cases (huge numbers)
-                    value = _loads(line)
-                except (ValueError, RecursionError):
-                    report.skipped.append(
-                        SkippedLine(file, number, f"not valid JSON ({_short(exc)})")
-                    )
-                    continue
+                value = _decode_line(line)
+            except (ValueError, RecursionError) as exc:
+                report.skipped.append(SkippedLine(file, number, f"not valid JSON ({_short(exc)})"))
+                continue
         if not isinstance(value, dict):
             kind = "null" if value is None else type(value).__name__
             report.skipped.append(SkippedLine(file, number, f"a JSON {kind}, not an object"))
@@ -250,13 +261,13 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
         if data.strip():
             raise NotASessionError(f"{file}: not a Pi session file (no parsable lines)")
         raise NotASessionError(f"{file}: empty file")
-    version = header.get("version")
-    if not isinstance(version, int) or version < CURRENT_SESSION_VERSION:
-        report.migrated_from = version if isinstance(version, int) else 1
+    version = _js_version(header.get("version", None))
+    if not version >= CURRENT_SESSION_VERSION:  # NaN included, as in JavaScript
+        report.migrated_from = int(version) if math.isfinite(version) else 1
         for index, entry in enumerate(entries):  # migration rewrites everything: parse all
             line = raw_of.pop(id(entry), None)
             if line is not None:
-                entries[index] = _FULL.decode(line)
+                entries[index] = _decode_line(line)
                 line_of[id(entries[index])] = line_of.get(id(entry), 0)
         migrate(header, entries)
     kept: list[Entry] = []
@@ -274,17 +285,55 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
 
 def parse_entry_line(line: bytes) -> Entry:
     """Parse one line that was already validated at load time."""
+    return _decode_line(line)
+
+
+def _decode_line(line: bytes, fresh: bool = False) -> Any:
+    """One JSON line, as JSON.parse reads it. Raises ValueError or RecursionError.
+
+    msgspec first; Python's json where they disagree (huge numbers, lone surrogate
+    escapes). Deeply nested values are decoded in a fresh thread, where the stack is
+    shallow, so whether a line loads never depends on how deep the caller is.
+    """
     try:
-        return _FULL.decode(line)
-    except (msgspec.DecodeError, ValueError):
-        return _loads(line)
+        try:
+            return _FULL.decode(line)
+        except ValueError:  # msgspec.DecodeError included
+            return _loads(line)
+    except RecursionError:
+        if fresh:
+            raise
+        return _in_fresh_thread(_decode_line, line, True)
+
+
+def _in_fresh_thread(fn: Any, *args: Any) -> Any:
+    import threading
+
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, fn(*args)))
+        except BaseException as exc:
+            out.append((False, exc))
+
+    thread = threading.Thread(target=run, name="pi_nb-parse")
+    thread.start()
+    thread.join()
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
 
 
 def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
-    """Bring v1/v2 entries to v3 in place, as Pi does on load."""
-    version = header.get("version")
-    if not isinstance(version, int):
-        version = 1
+    """Bring v1/v2 entries to v3 in place, as Pi does on load.
+
+    The version is compared as JavaScript does (``"3"`` is 3, a missing or null version is
+    1, a non-numeric one migrates nothing)."""
+    version = _js_version(header.get("version"))
+    if version >= CURRENT_SESSION_VERSION or version != version:
+        return  # current, or NaN: Pi leaves such a header as it is
     if version < 2:
         ids: set[str] = set()
         previous: str | None = None
@@ -295,8 +344,10 @@ def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
             previous = entry["id"]
             if entry.get("type") == "compaction":
                 index = entry.get("firstKeptEntryIndex")
-                if isinstance(index, int) and not isinstance(index, bool):
-                    target = everything[index] if 0 <= index < len(everything) else None
+                if isinstance(index, (int, float)) and not isinstance(index, bool):
+                    whole = isinstance(index, int) or index.is_integer()
+                    position = int(index) if whole else -1
+                    target = everything[position] if 0 <= position < len(everything) else None
                     if target is not None and target.get("type") != "session" and "id" in target:
                         entry["firstKeptEntryId"] = target["id"]
                     del entry["firstKeptEntryIndex"]
@@ -312,6 +363,43 @@ def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
     header["version"] = CURRENT_SESSION_VERSION
 
 
+def _js_version(value: Any) -> float:
+    """A header's ``version`` as JavaScript compares it (``version ?? 1``, then ToNumber)."""
+    if value is None:
+        return 1.0
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, list):  # ToPrimitive joins the elements with ","
+        if not value:
+            return 0.0
+        if len(value) == 1 and not isinstance(value[0], (list, dict)):
+            inner = value[0]
+            if inner is None:
+                return 0.0
+            return _js_version("true" if inner is True else "false" if inner is False else inner)
+        return math.nan
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return 0.0
+        if _JS_DECIMAL.match(text):
+            return float(text)
+        if text in ("Infinity", "+Infinity", "-Infinity"):
+            return -math.inf if text[0] == "-" else math.inf
+        if _JS_RADIX.match(text):
+            return _js_version(int(text, 0))
+    return math.nan
+
+
+_JS_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+_JS_RADIX = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)\Z")
+
+
 def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = False) -> LoadedFile:
     """Load a session file. Raises FileNotFoundError or NotASessionError.
 
@@ -321,6 +409,7 @@ def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = Fals
     file = os.fspath(path)
     data = Path(file).read_bytes()
     loaded = parse_bytes(data, file, lazy=lazy)
+    loaded.size = len(data)
     if warn and loaded.report.skipped:
         lines = "; ".join(str(s) for s in loaded.report.skipped[:5])
         more = len(loaded.report.skipped) - 5
@@ -331,68 +420,199 @@ def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = Fals
             stacklevel=3,
         )
     if loaded.report.migrated_from is not None:
-        rewrite(file, loaded.header, loaded.entries)
+        loaded.size = rewrite(file, loaded.header, loaded.entries)
         loaded.report.missing_final_newline = False
     return loaded
 
 
-def rewrite(path: str, header: dict[str, Any], entries: list[Entry]) -> None:
-    """Write a whole file atomically (used only for migration, like Pi)."""
+def parse_appended(
+    data: bytes, file: str, first_line: int, header: dict[str, Any]
+) -> tuple[list[Entry], list[SkippedLine]]:
+    """Entries in bytes another writer appended to a loaded file (same reading rules).
+
+    ``data`` starts where the loaded file ended; its first segment continues line
+    ``first_line``. Returns full entries and the lines skipped (numbered in the file).
+    """
+    head = encode_line({**header, "version": CURRENT_SESSION_VERSION})
+    loaded = parse_bytes(head + data, file, lazy=False)
+    shift = first_line - 2  # line 2 of the synthetic buffer is line `first_line` of the file
+    skipped = [SkippedLine(s.file, s.line + shift, s.reason) for s in loaded.report.skipped]
+    return loaded.entries, skipped
+
+
+def rewrite(path: str, header: dict[str, Any], entries: list[Entry]) -> int:
+    """Write a whole file atomically (used only for migration, like Pi); returns its size."""
+    data = b"".join(encode_line(e) for e in (header, *entries))
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(dumps_line(header) + "\n")
-        for entry in entries:
-            fh.write(dumps_line(entry) + "\n")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+    return len(data)
+
+
+class EntryEncodeError(SessionError, ValueError):
+    """An entry that cannot be written as a JSON line (not JSON data, circular, too deep)."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _finite(value: Any) -> Any:
+    """A copy with NaN and ±Infinity replaced by None (JSON.stringify writes them as null)."""
+    if isinstance(value, float) and (value != value or value in (math.inf, -math.inf)):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _dumps(entry: Any) -> str:
+    try:
+        return json.dumps(entry, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        if "ircular" in str(exc):
+            raise
+        return json.dumps(_finite(entry), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode_line(entry: Any) -> bytes:
+    """One entry as the UTF-8 bytes of a JSON line, newline included (Pi's JSON.stringify).
+
+    Identical to ``dumps_line(entry) + "\n"`` for ordinary entries. Where that would write
+    something neither Pi nor pi_nb can read back, it writes what JSON.stringify does: NaN and
+    ±Infinity as null, lone surrogates as ``\\uXXXX`` escapes. Values that are not JSON data,
+    circular or nested too deeply raise EntryEncodeError (nothing is written).
+    """
+    try:
+        try:
+            text = _dumps(entry)
+        except RecursionError:  # deep but maybe fine where the stack is shallow
+            text = _in_fresh_thread(_dumps, entry)
+    except RecursionError as exc:
+        raise EntryEncodeError("entry is nested too deeply to be written as JSON") from exc
+    except (TypeError, ValueError) as exc:
+        raise EntryEncodeError(f"entry cannot be written as JSON: {_short(exc)}") from exc
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # Surrogate pairs become their character; lone surrogates are escaped.
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return text.encode("utf-8") + b"\n"
+
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+
+
+def _write_fully(fd: int, data: bytes) -> None:
+    """Write all of ``data``: one write() call, more only after a short write."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _last_byte(fd: int, size: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, 1, size - 1)
+    os.lseek(fd, size - 1, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, 1)
+
+
+def _close_fd(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 class Appender:
-    """Appends entries to one session file, one flushed line each.
+    """Appends entries to one session file.
 
-    The file is created with exclusive create on first write (as Pi 1.3 does); a file whose
-    last line lacks its newline is repaired before the first append.
+    Every line is written with a single ``write()`` of its complete bytes on an ``O_APPEND``
+    descriptor, so a crash (even SIGKILL) can leave at most the line being written
+    incomplete. Before each line the file's last byte is checked: an unterminated last line
+    (a torn write, or a file whose final newline is missing) is closed with a newline in
+    the same write, so two entries are never glued together. The file is created
+    atomically with exclusive create (as Pi 1.3 does): it never exists half-written.
+
+    The caller serializes writers (:class:`~pi_nb.session.lock.SessionLock`).
     """
 
     def __init__(self, path: str, fsync: bool = False) -> None:
         self.path = path
         self.fsync = fsync
-        self._fh: IO[str] | None = None
+        self.repaired = 0  # line endings added before an append
+        self._fd: int | None = None
+        self._finalizer: weakref.finalize | None = None
 
-    def create(self, lines: list[Any]) -> None:
-        """Create the file (must not exist) with these entries."""
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "x", encoding="utf-8", newline="\n") as fh:
-            fh.write("".join(dumps_line(e) + "\n" for e in lines))
-            fh.flush()
+    def create(self, lines: list[Any]) -> int:
+        """Create the file (must not exist, or be empty) holding these entries; its size."""
+        data = b"".join(encode_line(e) for e in lines)
+        folder = os.path.dirname(self.path) or "."
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        if os.path.exists(self.path) and os.path.getsize(self.path) == 0:
+            # An empty file is not a session yet: Pi 1.3 gives it a header in place.
+            self._write_new(self.path, data, os.O_WRONLY | os.O_TRUNC)
+            return len(data)
+        tmp = os.path.join(folder, f".{os.path.basename(self.path)}.{os.getpid()}.{id(self):x}.tmp")
+        self._write_new(tmp, data, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            os.link(tmp, self.path)  # atomic and exclusive: complete or absent
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: exclusive create, then write
+            self._write_new(self.path, data, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return len(data)
+
+    def _write_new(self, path: str, data: bytes, flags: int) -> None:
+        fd = os.open(path, flags | _O_CLOEXEC | _O_BINARY, 0o666)
+        try:
+            _write_fully(fd, data)
             if self.fsync:
-                os.fsync(fh.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
-    def append(self, entry: Any) -> None:
-        fh = self._open()
-        fh.write(dumps_line(entry) + "\n")
-        fh.flush()
+    def size(self) -> int:
+        """The file's current size in bytes."""
+        if self._fd is not None:
+            return os.fstat(self._fd).st_size
+        return os.path.getsize(self.path)
+
+    def append(self, entry: Any) -> int:
+        """Append one entry; returns the file size after it."""
+        return self.append_bytes(encode_line(entry))
+
+    def append_bytes(self, data: bytes, size: int | None = None) -> int:
+        """Append one encoded line (see :func:`encode_line`); returns the file size after it.
+        ``size``: the current size, when the caller just read it (under the lock)."""
+        fd = self._open()
+        if size is None:
+            size = os.fstat(fd).st_size
+        if size and _last_byte(fd, size) != b"\n":
+            data = b"\n" + data
+            self.repaired += 1
+        _write_fully(fd, data)
         if self.fsync:
-            os.fsync(fh.fileno())
+            os.fsync(fd)
+        return size + len(data)
 
-    def _open(self) -> IO[str]:
-        if self._fh is None or self._fh.closed:
-            needs_newline = False
-            try:
-                with open(self.path, "rb") as probe:
-                    probe.seek(0, os.SEEK_END)
-                    if probe.tell() > 0:
-                        probe.seek(-1, os.SEEK_END)
-                        needs_newline = probe.read(1) != b"\n"
-            except FileNotFoundError:
-                pass
-            self._fh = open(self.path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
-            if needs_newline:
-                self._fh.write("\n")
-        return self._fh
+    def _open(self) -> int:
+        if self._fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | _O_CLOEXEC | _O_BINARY)
+            self._fd = fd
+            self._finalizer = weakref.finalize(self, _close_fd, fd)
+        return self._fd
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        if self._finalizer is not None:
+            self._finalizer()
+        self._fd = None
+        self._finalizer = None

@@ -8,6 +8,7 @@ written is ever changed.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,8 @@ from .entries import (
     new_session_id,
     now_iso,
 )
-from .jsonl import Appender, LoadReport, SessionError, load_file
+from .jsonl import Appender, LoadReport, SessionError, encode_line, load_file
+from .lock import LockMode, SessionLock
 
 if TYPE_CHECKING:
     from ..projection import Projection
@@ -71,6 +73,7 @@ class SessionTree:
         id_source: Callable[[], str] | None = None,
         fsync: bool = False,
         raw: dict[int, bytes] | None = None,
+        lock: LockMode = None,
     ) -> None:
         self.header = header
         # Entries in file order. Loaded message entries may be light skeletons whose line
@@ -89,6 +92,12 @@ class SessionTree:
         self._flushed = persisted
         self._has_conversation = False
         self._appender = Appender(path, fsync=fsync) if path else None
+        # Writer state: the OS lock (taken on the first write, see lock.py) and how much of
+        # the file this tree has seen, to pick up what another writer appended meanwhile.
+        self._lock_mode = lock
+        self._writer: SessionLock | None = None
+        self._writer_finalizer: weakref.finalize | None = None
+        self._known_size: int | None = None
         self._listeners: list[Callable[[Entry], None]] = []
         self._projection_cache: Projection | None = None
         self._token_cache: TokenCache | None = None
@@ -175,7 +184,7 @@ class SessionTree:
             tree._write_all()
             return tree
         loaded = load_file(file, lazy=True)
-        return cls(
+        tree = cls(
             loaded.header,
             loaded.entries,
             file,
@@ -184,6 +193,8 @@ class SessionTree:
             raw=loaded.raw,
             **kwargs,
         )
+        tree._known_size = loaded.size if loaded.size >= 0 else None
+        return tree
 
     @classmethod
     def in_memory(cls, cwd: str | None = None, entries: list[Entry] | None = None) -> SessionTree:
@@ -211,17 +222,18 @@ class SessionTree:
         if self._children is None:
             children: dict[str | None, list[str]] = {}
             for entry in self._list:
-                children.setdefault(entry.get("parentId"), []).append(entry["id"])
+                children.setdefault(_parent_key(entry), []).append(entry["id"])
             self._children = children
         return self._children
 
-    def _index(self, entry: Entry) -> None:
+    def _index(self, entry: Entry, move_leaf: bool = True) -> None:
         self._list.append(entry)
         eid = entry["id"]
         self._by_id[eid] = entry
         if self._children is not None:
-            self._children.setdefault(entry.get("parentId"), []).append(eid)
-        self._leaf_id = eid
+            self._children.setdefault(_parent_key(entry), []).append(eid)
+        if move_leaf:
+            self._leaf_id = eid
         kind = entry.get("type")
         if kind == "label":
             self._track_label(entry)
@@ -304,6 +316,8 @@ class SessionTree:
 
     def children(self, entry_id: str | None) -> list[Entry]:
         """Direct children of an entry (roots for None), in file order."""
+        if entry_id is not None and not isinstance(entry_id, str):
+            return []
         return [self._full(self._by_id[c]) for c in self._children_index().get(entry_id, [])]
 
     def label(self, entry_id: str) -> str | None:
@@ -346,17 +360,24 @@ class SessionTree:
         """The whole tree: roots (parent null, self or unknown) with children sorted by time."""
         from .entries import iso_to_ms
 
+        # One node per id: with duplicate ids (hand-edited files) the entry the index
+        # resolves (the last one) stands for the id, so the result is always a forest.
+        by_id = self.by_id
         nodes: dict[str, TreeNode] = {}
+        winners: list[Entry] = []
         for entry in self.entries:
+            if by_id.get(entry["id"]) is not entry:
+                continue
+            winners.append(entry)
             found = self._labels.get(entry["id"])
             nodes[entry["id"]] = TreeNode(
                 entry, label=found[0] if found else None, label_timestamp=found[1] if found else None
             )
         roots: list[TreeNode] = []
-        for entry in self.entries:
+        for entry in winners:
             node = nodes[entry["id"]]
             parent = entry.get("parentId")
-            if parent is None or parent == entry["id"] or parent not in nodes:
+            if not isinstance(parent, str) or parent == entry["id"] or parent not in nodes:
                 roots.append(node)
             else:
                 nodes[parent].children.append(node)
@@ -442,11 +463,30 @@ class SessionTree:
         }
 
     def append_entry(self, entry: Entry) -> Entry:
-        """Append a ready-made entry dict (any type, unknown ones too) and move the leaf."""
-        if not isinstance(entry.get("id"), str) or entry["id"] in self._by_id:
+        """Append a ready-made entry dict (any type, unknown ones too) and move the leaf.
+
+        Credentials in it are redacted first, in place (:func:`pi_nb.redact.redact_obj`):
+        no live key is ever written. On a persisted session the line is written before the
+        entry is indexed, so a failed write leaves the tree as it was.
+        """
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or entry["id"] in self._by_id:
             raise SessionError("entry needs a fresh string id")
-        self._index(entry)
-        self._persist(entry)
+        from ..redact import needs_redaction, redact_obj
+
+        if self._appender is None:
+            redact_obj(entry, in_place=True)
+            self._index(entry)
+        else:
+            data = encode_line(entry)  # not writable as JSON: fails before anything changes
+            if needs_redaction(data):  # one scan of the line; the walk only when needed
+                redact_obj(entry, in_place=True)
+                data = encode_line(entry)
+            if self._flushed:
+                self._write_line(data)
+                self._index(entry)
+            else:
+                self._index(entry)
+                self._persist(entry)
         for listener in list(self._listeners):
             listener(entry)
         return entry
@@ -459,11 +499,57 @@ class SessionTree:
                 return
             self._write_all()
             return
-        self._appender.append(entry)
+        self._write_line(encode_line(entry))
+
+    def _ensure_writer(self) -> None:
+        """Hold the session's writer lock (taken on the first write; see lock.py)."""
+        assert self.path is not None
+        if self._writer is None:
+            self._writer = SessionLock(self.path, self._lock_mode)
+            self._writer_finalizer = weakref.finalize(self, self._writer.release)
+        self._writer.acquire()
+
+    def _write_line(self, data: bytes) -> None:
+        assert self._appender is not None
+        self._ensure_writer()
+        size = self._appender.size()
+        if self._known_size is not None and size != self._known_size:
+            self._catch_up(size)
+        self._known_size = self._appender.append_bytes(data, size)
+
+    def _catch_up(self, size: int) -> None:
+        """Index entries another writer appended since this tree last read or wrote the file
+        (the leaf stays where it is: the next append branches from this tree's position)."""
+        from .jsonl import parse_appended
+
+        known = self._known_size or 0
+        if size < known:
+            raise SessionError(
+                f"{self.path}: the file shrank since it was opened ({known} -> {size} bytes); "
+                "re-open it"
+            )
+        with open(self.path, "rb") as fh:
+            lines_before = 0
+            remaining = known
+            while remaining > 0:  # line numbers for what is skipped
+                chunk = fh.read(min(remaining, 1 << 24))
+                if not chunk:
+                    break
+                lines_before += chunk.count(b"\n")
+                remaining -= len(chunk)
+            fh.seek(known)
+            tail = fh.read(size - known)
+        entries, skipped = parse_appended(tail, self.path or "", lines_before + 1, self.header)
+        self.report.skipped.extend(skipped)
+        for entry in entries:
+            self._index(entry, move_leaf=False)
+        self._projection_cache = None
+        self._known_size = size
 
     def _write_all(self) -> None:
         assert self._appender is not None
-        self._appender.create([self.header, *self.entries])
+        self._ensure_writer()
+        self._known_size = self._appender.create([self.header, *self.entries])
         self._flushed = True
 
     def flush(self) -> None:
@@ -472,8 +558,16 @@ class SessionTree:
             self._write_all()
 
     def close(self) -> None:
+        """Close the file and release the writer lock (a later append takes them again)."""
         if self._appender is not None:
             self._appender.close()
+        if self._writer is not None:
+            self._writer.release()
+
+    @property
+    def lock(self) -> SessionLock | None:
+        """The writer lock handle (None before the first write)."""
+        return self._writer
 
     @property
     def is_persisted(self) -> bool:
@@ -647,6 +741,8 @@ class SessionTree:
         Label entries are dropped from the path (parents re-linked) and fresh label entries
         for the path's current labels are appended, as Pi's createBranchedSession does.
         """
+        from ..redact import redact_obj
+
         leaf = self._leaf_id if leaf_id is None else leaf_id
         branch = self.get_branch(leaf)
         if not branch:
@@ -662,10 +758,11 @@ class SessionTree:
             for label_id in pending:
                 replaced[label_id] = entry["id"]
             pending.clear()
-            copy = {**entry, "parentId": parent}
+            copy = redact_obj({**entry, "parentId": parent})
             if entry.get("type") == "compaction" and entry.get("firstKeptEntryId") != entry["id"]:
                 first = entry.get("firstKeptEntryId")
-                copy["firstKeptEntryId"] = replaced.get(first, first)
+                if isinstance(first, str):
+                    copy["firstKeptEntryId"] = replaced.get(first, first)
             kept.append(copy)
             parent = entry["id"]
         ids = {e["id"] for e in kept}
@@ -699,6 +796,14 @@ class SessionTree:
     def __repr__(self) -> str:
         where = self.path or "in memory"
         return f"<SessionTree {self.session_id[:8]} {len(self._list)} entries leaf={self._leaf_id} {where}>"
+
+
+_BAD_PARENT = object()  # children-index key for entries whose parentId is not a string
+
+
+def _parent_key(entry: Entry) -> Any:
+    parent = entry.get("parentId")
+    return parent if parent is None or isinstance(parent, str) else _BAD_PARENT
 
 
 def _collapse_newlines(name: str) -> str:
