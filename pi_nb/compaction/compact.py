@@ -344,6 +344,28 @@ def _messages_tokens(messages: Sequence[Message]) -> int:
     return sum(estimate_tokens(m) for m in messages)
 
 
+def _result(
+    plan: _Plan, entry: Entry, projection: Projection, reason: str, committed: bool = True
+) -> CompactionResult:
+    """The result of ``plan`` written (or, ``committed=False``, to be written) as ``entry``."""
+    return CompactionResult(
+        summary=plan.summary,
+        first_kept_entry_id=entry["firstKeptEntryId"],
+        tokens_before=plan.tokens_before,
+        tokens_after=_messages_tokens(projection.messages),
+        details=plan.details,
+        usage=plan.usage,
+        entry=entry,
+        preparation=plan.preparation,
+        from_hook=plan.from_hook,
+        calls=plan.calls,
+        chunks=plan.chunks,
+        reason=reason,
+        committed=committed,
+        projection=projection,
+    )
+
+
 def compact(
     tree: SessionTree,
     model: str,
@@ -410,21 +432,7 @@ def compact(
             plan.usage,
         )
         projection = tree.projection()
-        result = CompactionResult(
-            summary=plan.summary,
-            first_kept_entry_id=entry["firstKeptEntryId"],
-            tokens_before=plan.tokens_before,
-            tokens_after=_messages_tokens(projection.messages),
-            details=plan.details,
-            usage=plan.usage,
-            entry=entry,
-            preparation=plan.preparation,
-            from_hook=plan.from_hook,
-            calls=plan.calls,
-            chunks=plan.chunks,
-            reason=reason,
-            projection=projection,
-        )
+        result = _result(plan, entry, projection, reason)
     except Exception as exc:
         if hooks is not None and started:
             aborted = isinstance(exc, CompactionCancelled)
@@ -506,22 +514,7 @@ def preview_compaction(
         entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
     entries = [*branch, entry]
     projection = build_session_projection(entries, entry["id"])
-    return CompactionResult(
-        summary=plan.summary,
-        first_kept_entry_id=entry["firstKeptEntryId"],
-        tokens_before=plan.tokens_before,
-        tokens_after=_messages_tokens(projection.messages),
-        details=plan.details,
-        usage=plan.usage,
-        entry=entry,
-        preparation=plan.preparation,
-        from_hook=plan.from_hook,
-        calls=plan.calls,
-        chunks=plan.chunks,
-        reason=reason,
-        committed=False,
-        projection=projection,
-    )
+    return _result(plan, entry, projection, reason, committed=False)
 
 
 # --- branch summaries -------------------------------------------------------------------

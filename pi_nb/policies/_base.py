@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ..session.tree import SessionTree
 
-__all__ = ["HookedPolicy", "hooks_of", "installed", "remember", "tree_of"]
+__all__ = [
+    "HookedPolicy",
+    "disable_policy",
+    "enable_policy",
+    "hooks_of",
+    "installed",
+    "remember",
+    "tree_of",
+]
 
 
 def tree_of(session: Any) -> SessionTree:
@@ -90,3 +98,33 @@ def remember(session: Any, kind: str, policy: HookedPolicy | None) -> None:
         slots.pop(kind, None)
     else:
         slots[kind] = policy
+
+
+_P = TypeVar("_P", bound=HookedPolicy)
+
+
+def enable_policy(session: Any, kind: str, cls: type[_P], options: dict[str, Any]) -> _P:
+    """Install ``cls(session, **options)`` on ``session.hooks`` as the policy of ``kind``.
+
+    Without ``options`` the policy of ``kind`` already enabled (and still installed) is
+    returned as is; with them it is removed and replaced.
+    """
+    existing = installed(session, kind)
+    if existing is not None and not options:
+        assert isinstance(existing, cls)
+        return existing
+    if existing is not None:
+        existing.remove()
+    policy = cls(session, **options).install(hooks_of(session))  # type: ignore[call-arg]
+    remember(session, kind, policy)
+    return policy
+
+
+def disable_policy(session: Any, kind: str) -> bool:
+    """Remove the policy of ``kind`` :func:`enable_policy` installed; True if there was one."""
+    existing = installed(session, kind)
+    if existing is None:
+        return False
+    existing.remove()
+    remember(session, kind, None)
+    return True

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..hooks import SESSION_BEFORE_COMPACT, Event
 from ..messages import content_text
 from ..session.entries import Entry, Message, js_stringify
-from ._base import HookedPolicy, hooks_of, installed, remember, tree_of
+from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
 
 if TYPE_CHECKING:
     from ..compaction import CompactionPreparation, PromptSet
@@ -655,23 +655,10 @@ class PinPolicy(HookedPolicy):
 def enable_pins(session: Any, **options: Any) -> PinPolicy:
     """Install a :class:`PinPolicy` on ``session.hooks`` (once; the same policy is returned
     when it already is). ``options`` go to :class:`PinPolicy`."""
-    existing = installed(session, "pins")
-    if existing is not None and not options:
-        assert isinstance(existing, PinPolicy)
-        return existing
-    if existing is not None:
-        existing.remove()
-    policy = PinPolicy(session, **options).install(hooks_of(session))
-    remember(session, "pins", policy)
-    return policy
+    return enable_policy(session, "pins", PinPolicy, options)
 
 
 def disable_pins(session: Any) -> bool:
     """Remove the policy :func:`enable_pins` installed; True if there was one. Pins stay in
     the session (and apply again once re-enabled)."""
-    existing = installed(session, "pins")
-    if existing is None:
-        return False
-    existing.remove()
-    remember(session, "pins", None)
-    return True
+    return disable_policy(session, "pins")

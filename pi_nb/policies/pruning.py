@@ -39,7 +39,7 @@ from ..hooks import CONTEXT, Event
 from ..messages import content_text
 from ..session.entries import Message, js_stringify
 from ..tokens import estimate_tokens
-from ._base import HookedPolicy, hooks_of, installed, remember, tree_of
+from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -565,22 +565,9 @@ class RelevancePruner(HookedPolicy):
 def enable_pruning(session: Any, **options: Any) -> RelevancePruner:
     """Install a :class:`RelevancePruner` on ``session.hooks`` (replacing one enabled before).
     ``options`` go to :class:`RelevancePruner`."""
-    existing = installed(session, "pruning")
-    if existing is not None and not options:
-        assert isinstance(existing, RelevancePruner)
-        return existing
-    if existing is not None:
-        existing.remove()
-    policy = RelevancePruner(session, **options).install(hooks_of(session))
-    remember(session, "pruning", policy)
-    return policy
+    return enable_policy(session, "pruning", RelevancePruner, options)
 
 
 def disable_pruning(session: Any) -> bool:
     """Remove the pruner :func:`enable_pruning` installed; True if there was one."""
-    existing = installed(session, "pruning")
-    if existing is None:
-        return False
-    existing.remove()
-    remember(session, "pruning", None)
-    return True
+    return disable_policy(session, "pruning")

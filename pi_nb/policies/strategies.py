@@ -22,7 +22,6 @@ Register them with :func:`register` (or add :data:`STRATEGY_SPECS` to
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,7 @@ from ..session.entries import Message
 
 if TYPE_CHECKING:
     from ..compaction import CompactionSettings, PromptSet
-    from ..research.strategies import StrategyResult
+    from ..research.strategies import StrategyResult, StrategyRun
     from ..session.tree import SessionTree
 
 __all__ = [
@@ -67,39 +66,12 @@ def constraint_sentences(messages: Sequence[Message], limit: int = 8) -> list[st
     return out
 
 
-class _Run:
-    """Fork bookkeeping shared by the adapters (the research toolkit's conventions)."""
+def _run(name: str, tree: SessionTree, fork_id: str | None) -> StrategyRun:
+    """Fork bookkeeping of the research toolkit; a result counts as compacted when the
+    branch got a compaction or a context edit."""
+    from ..research.strategies import StrategyRun
 
-    def __init__(self, name: str, tree: SessionTree, fork_id: str | None) -> None:
-        from ..research.strategies import context_size
-
-        fork = fork_id if fork_id is not None else tree.leaf_id
-        if fork is None:
-            raise ValueError("the session is empty: nothing to compact")
-        tree.branch(fork)
-        self.name, self.tree, self.fork = name, tree, fork
-        self.start = len(tree)
-        self.started = time.perf_counter()
-        self.tokens_before = context_size(tree, fork)
-
-    def result(self, *, compacted: bool | None = None, **kwargs: Any) -> StrategyResult:
-        from ..research.strategies import StrategyResult, context_size
-
-        entries = list(self.tree.entries[self.start :])
-        leaf = self.tree.leaf_id
-        changed = any(e.get("type") in ("compaction", "context_edit") for e in entries)
-        return StrategyResult(
-            strategy=self.name,
-            fork_id=self.fork,
-            leaf_id=leaf,
-            entries=entries,
-            compacted=changed if compacted is None else compacted,
-            tokens_before=self.tokens_before,
-            tokens_after=context_size(self.tree, leaf),
-            wall_time=time.perf_counter() - self.started,
-            tree=self.tree,
-            **kwargs,
-        )
+    return StrategyRun(name, tree, fork_id, changes=("compaction", "context_edit"))
 
 
 @dataclass
@@ -128,19 +100,19 @@ class PinnedSummary:
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult:
-        from ..compaction import CompactionError, CompactionSettings, compact, prepare_compaction
+        from ..compaction import CompactionError, compact
         from ..hooks import Hooks
+        from ..research.strategies import prepare_branch, strategy_settings, summarized_span
         from .pins import PinPolicy, pin
 
-        run = _Run(self.name, tree, fork_id)
-        settings = (settings or CompactionSettings()).for_model(model)
-        preparation = prepare_compaction(tree.get_branch(), settings)
+        run = _run(self.name, tree, fork_id)
+        settings = strategy_settings(settings, model)
+        preparation = prepare_branch(tree, settings)
         if preparation is None:
             return run.result(note="Nothing to compact")
         wanted = list(self.facts)
         if self.auto_constraints:
-            span = [*preparation.messages_to_summarize, *preparation.turn_prefix_messages]
-            wanted += constraint_sentences(span)
+            wanted += constraint_sentences(summarized_span(preparation))
         for fact in wanted:
             pin(tree, text=fact)
         hooks = Hooks()
@@ -213,7 +185,7 @@ class RelevancePruning:
         from ..hooks import CONTEXT, Event
         from .pruning import RelevancePruner
 
-        run = _Run(self.name, tree, fork_id)
+        run = _run(self.name, tree, fork_id)
         pruner = RelevancePruner(
             tree,
             budget=self.budget,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..hooks import CONTEXT, Event
 from ..session.entries import Entry, Message, iso_to_ms
-from ._base import HookedPolicy, hooks_of, installed, remember, tree_of
+from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
 
 if TYPE_CHECKING:
     from ..agent.tools import Tool
@@ -371,23 +371,10 @@ class TaskStatePolicy(HookedPolicy):
 def enable_task_state(session: Any, **options: Any) -> TaskStatePolicy:
     """Install a :class:`TaskStatePolicy` on ``session.hooks`` (once) and, by default, give
     the agent the ``update_task_state`` tool. ``options`` go to :class:`TaskStatePolicy`."""
-    existing = installed(session, "task_state")
-    if existing is not None and not options:
-        assert isinstance(existing, TaskStatePolicy)
-        return existing
-    if existing is not None:
-        existing.remove()
-    policy = TaskStatePolicy(session, **options).install(hooks_of(session))
-    remember(session, "task_state", policy)
-    return policy
+    return enable_policy(session, "task_state", TaskStatePolicy, options)
 
 
 def disable_task_state(session: Any) -> bool:
     """Remove the policy :func:`enable_task_state` installed (and its tool); True if there
     was one. The state stays in the session."""
-    existing = installed(session, "task_state")
-    if existing is None:
-        return False
-    existing.remove()
-    remember(session, "task_state", None)
-    return True
+    return disable_policy(session, "task_state")

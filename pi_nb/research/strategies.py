@@ -49,10 +49,14 @@ __all__ = [
     "PiSummary",
     "SlidingWindow",
     "StrategyResult",
+    "StrategyRun",
     "callable_strategy",
     "context_size",
     "get_strategy",
+    "prepare_branch",
     "strategy_key",
+    "strategy_settings",
+    "summarized_span",
 ]
 
 #: Summarize-with-this-function signature accepted by :func:`callable_strategy`.
@@ -212,10 +216,20 @@ def strategy_key(strategy: Any) -> str:
     return "|".join(parts)
 
 
-class _Run:
-    """Book-keeping shared by the strategies: fork, timing, appended entries."""
+class StrategyRun:
+    """Book-keeping shared by the strategies: fork, timing, appended entries.
 
-    def __init__(self, name: str, tree: SessionTree, fork_id: str | None) -> None:
+    ``changes``: the entry types that make the result ``compacted`` when the caller does not
+    say (None: any appended entry does).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tree: SessionTree,
+        fork_id: str | None,
+        changes: tuple[str, ...] | None = None,
+    ) -> None:
         fork = fork_id if fork_id is not None else tree.leaf_id
         if fork is None:
             raise ValueError("the session is empty: nothing to compact")
@@ -223,6 +237,7 @@ class _Run:
         self.name = name
         self.tree = tree
         self.fork = fork
+        self.changes = changes
         self.start = len(tree)
         self.started = time.perf_counter()
         self.tokens_before = context_size(tree, fork)
@@ -231,12 +246,18 @@ class _Run:
         tree = self.tree
         entries = list(tree.entries[self.start :])
         leaf = tree.leaf_id
+        compacted = kwargs.pop("compacted", None)
+        if compacted is None:
+            if self.changes is None:
+                compacted = bool(entries)
+            else:
+                compacted = any(e.get("type") in self.changes for e in entries)
         return StrategyResult(
             strategy=self.name,
             fork_id=self.fork,
             leaf_id=leaf,
             entries=entries,
-            compacted=kwargs.pop("compacted", bool(entries)),
+            compacted=compacted,
             tokens_before=self.tokens_before,
             tokens_after=context_size(tree, leaf),
             wall_time=time.perf_counter() - self.started,
@@ -245,13 +266,13 @@ class _Run:
         )
 
 
-def _settings(settings: CompactionSettings | None, model: str) -> CompactionSettings:
+def strategy_settings(settings: CompactionSettings | None, model: str) -> CompactionSettings:
     from ..compaction import CompactionSettings
 
     return (settings or CompactionSettings()).for_model(model)
 
 
-def _prepare(tree: SessionTree, settings: CompactionSettings) -> CompactionPreparation | None:
+def prepare_branch(tree: SessionTree, settings: CompactionSettings) -> CompactionPreparation | None:
     from ..compaction import prepare_compaction
 
     return prepare_compaction(tree.get_branch(), settings)
@@ -264,7 +285,7 @@ def _file_lists(preparation: CompactionPreparation) -> tuple[dict[str, list[str]
     return details, format_file_operations(details["readFiles"], details["modifiedFiles"])
 
 
-def _span(preparation: CompactionPreparation) -> list[Message]:
+def summarized_span(preparation: CompactionPreparation) -> list[Message]:
     """Everything the preparation would summarize (history, then a split turn's prefix)."""
     return [*preparation.messages_to_summarize, *preparation.turn_prefix_messages]
 
@@ -303,8 +324,8 @@ class PiSummary:
     ) -> StrategyResult:
         from ..compaction import CompactionError, compact
 
-        run = _Run(self.name, tree, fork_id)
-        settings = _settings(settings, model)
+        run = StrategyRun(self.name, tree, fork_id)
+        settings = strategy_settings(settings, model)
         if not self.incremental:
             return self._scratch(run, model, settings, prompts, completion, window)
         try:
@@ -328,7 +349,7 @@ class PiSummary:
 
     def _scratch(
         self,
-        run: _Run,
+        run: StrategyRun,
         model: str,
         settings: CompactionSettings,
         prompts: PromptSet | None,
@@ -339,7 +360,7 @@ class PiSummary:
         from ..compaction.prepare import file_ops_from_message
 
         tree = run.tree
-        preparation = _prepare(tree, settings)
+        preparation = prepare_branch(tree, settings)
         if preparation is None:
             return run.result(note="Nothing to compact")
         messages = original_history(tree.get_branch(), preparation.first_kept_entry_id)
@@ -438,7 +459,7 @@ class ObservationMasking:
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult:
-        run = _Run(self.name, tree, fork_id)
+        run = StrategyRun(self.name, tree, fork_id)
         masked, kept = mask_tool_results(tree, self.keep_last, self.placeholder)
         return run.result(details={"masked": masked, "kept": kept})
 
@@ -502,12 +523,12 @@ class SlidingWindow:
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult:
-        run = _Run(self.name, tree, fork_id)
-        settings = replace(_settings(settings, model), keep_recent_tokens=self.keep_tokens)
-        preparation = _prepare(tree, settings)
+        run = StrategyRun(self.name, tree, fork_id)
+        settings = replace(strategy_settings(settings, model), keep_recent_tokens=self.keep_tokens)
+        preparation = prepare_branch(tree, settings)
         if preparation is None:
             return run.result(note="Nothing to compact")
-        dropped = _span(preparation)
+        dropped = summarized_span(preparation)
         tokens = sum(estimate_tokens(m) for m in dropped)
         summary = (
             f"[{len(dropped)} earlier messages (about {tokens} tokens) were dropped to fit "
@@ -565,9 +586,9 @@ class Hybrid:
     ) -> StrategyResult:
         from ..compaction import resolve_window
 
-        run = _Run(self.name, tree, fork_id)
+        run = StrategyRun(self.name, tree, fork_id)
         masked, kept = mask_tool_results(tree, self.keep_last)
-        settings = _settings(settings, model)
+        settings = strategy_settings(settings, model)
         budget = self.budget
         if budget is None:
             budget = resolve_window(model, window) - settings.reserve_tokens
@@ -627,12 +648,12 @@ class _SummaryStrategy:
     ) -> StrategyResult:
         from ..compaction import DEFAULT_PROMPTS
 
-        run = _Run(self.name, tree, fork_id)
-        preparation = _prepare(tree, _settings(settings, model))
+        run = StrategyRun(self.name, tree, fork_id)
+        preparation = prepare_branch(tree, strategy_settings(settings, model))
         if preparation is None:
             return run.result(note="Nothing to compact")
         if self.incremental:
-            messages = _span(preparation)
+            messages = summarized_span(preparation)
             previous = preparation.previous_summary
         else:
             messages = original_history(tree.get_branch(), preparation.first_kept_entry_id)

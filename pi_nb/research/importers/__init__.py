@@ -17,7 +17,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ._base import IMPORT_PREFIX, ImportReport, ImportResult, TranscriptImportError
+from ._base import (
+    IMPORT_PREFIX,
+    ImportReport,
+    ImportResult,
+    TranscriptImportError,
+    existing_source,
+)
 from .claude_code import import_claude_code
 from .codex import import_codex
 from .openai import import_openai
@@ -86,8 +92,7 @@ def import_transcript(
 
     Extra keyword arguments (``costs``, ``overwrite`` …) go to the importer.
     """
-    if not os.path.isfile(src):
-        raise TranscriptImportError(f"{os.fspath(src)}: no such file")
+    existing_source(src)
     name = detect_format(src) if kind == "auto" else kind
     if name not in FORMATS:
         known = ", ".join(FORMATS)

@@ -14,6 +14,7 @@ import hashlib
 import html
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -410,3 +411,27 @@ def file_seed(path: str | os.PathLike[str], fmt: str) -> str:
     """The id seed of an import: the format plus a hash of the file's bytes."""
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     return f"{fmt}:{digest}"
+
+
+def existing_source(src: str | os.PathLike[str]) -> str:
+    """``src`` as a path string; :class:`TranscriptImportError` when it is not a file."""
+    source = os.fspath(src)
+    if not os.path.isfile(source):
+        raise TranscriptImportError(f"{source}: no such file")
+    return source
+
+
+def start_import(src: str | os.PathLike[str], fmt: str) -> tuple[str, ImportReport, TreeBuilder]:
+    """The source path, an empty report and the entry builder of a ``fmt`` import of ``src``
+    (:class:`TranscriptImportError` when it is not a file)."""
+    source = existing_source(src)
+    report = ImportReport(fmt, os.path.abspath(source))
+    return source, report, TreeBuilder(report, file_seed(source, fmt))
+
+
+def image_block(url: str) -> dict[str, Any]:
+    """A Pi image block for a ``data:…;base64,…`` URL, else a text block naming the URL."""
+    match = re.match(r"data:([^;]+);base64,(.*)", url, re.S)
+    if match:
+        return {"type": "image", "mimeType": match.group(1), "data": match.group(2)}
+    return {"type": "text", "text": f"[image: {url}]"}

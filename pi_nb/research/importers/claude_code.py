@@ -27,13 +27,12 @@ from typing import Any
 
 from ...session.entries import Entry, Message
 from ._base import (
-    ImportReport,
     ImportResult,
     TranscriptImportError,
     TreeBuilder,
-    file_seed,
     pi_usage,
     read_json_lines,
+    start_import,
     text_blocks,
 )
 
@@ -294,11 +293,7 @@ def import_claude_code(
         costs: price assistant usage with litellm's bundled table (imports litellm).
         overwrite: replace an existing ``out``.
     """
-    source = os.fspath(src)
-    if not os.path.isfile(source):
-        raise TranscriptImportError(f"{source}: no such file")
-    report = ImportReport("claude-code", os.path.abspath(source))
-    builder = TreeBuilder(report, file_seed(source, "claude-code"))
+    source, report, builder = start_import(src, "claude-code")
     importer = _Importer(builder, costs)
     lines = list(read_json_lines(source))
     records: list[tuple[int, dict[str, Any]]] = []

@@ -30,13 +30,13 @@ from typing import Any
 
 from ...session.entries import Entry, Message
 from ._base import (
-    ImportReport,
     ImportResult,
     TranscriptImportError,
     TreeBuilder,
-    file_seed,
+    image_block,
     pi_usage,
     read_json_lines,
+    start_import,
     text_blocks,
 )
 
@@ -76,11 +76,7 @@ def _message_blocks(content: Any) -> list[dict[str, Any]]:
             out.append({"type": "text", "text": block.get("text", "")})
         elif kind == "input_image":
             url = str(block.get("image_url") or "")
-            match = re.match(r"data:([^;]+);base64,(.*)", url, re.S)
-            if match:
-                out.append({"type": "image", "mimeType": match.group(1), "data": match.group(2)})
-            else:
-                out.append({"type": "text", "text": f"[image: {url}]"})
+            out.append(image_block(url))
         else:
             out.append(block)
     return out
@@ -298,11 +294,7 @@ def import_codex(
         costs: price assistant usage with litellm's bundled table (imports litellm).
         overwrite: replace an existing ``out``.
     """
-    source = os.fspath(src)
-    if not os.path.isfile(source):
-        raise TranscriptImportError(f"{source}: no such file")
-    report = ImportReport("codex", os.path.abspath(source))
-    builder = TreeBuilder(report, file_seed(source, "codex"))
+    source, report, builder = start_import(src, "codex")
     importer = _Importer(builder, costs)
     seen_item = False
     first = True

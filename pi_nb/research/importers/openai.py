@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any
 
 from ...session.entries import Message
@@ -30,7 +29,9 @@ from ._base import (
     ImportResult,
     TranscriptImportError,
     TreeBuilder,
+    existing_source,
     file_seed,
+    image_block,
     pi_usage,
     read_json_lines,
     text_blocks,
@@ -81,11 +82,7 @@ def _parts(content: Any) -> list[dict[str, Any]] | str:
         elif part.get("type") == "image_url":
             image = part.get("image_url")
             url = image.get("url", "") if isinstance(image, dict) else str(image or "")
-            match = re.match(r"data:([^;]+);base64,(.*)", url, re.S)
-            if match:
-                out.append({"type": "image", "mimeType": match.group(1), "data": match.group(2)})
-            else:
-                out.append({"type": "text", "text": f"[image: {url}]"})
+            out.append(image_block(url))
         else:
             out.append(part)
     return out
@@ -198,9 +195,7 @@ def import_openai(
         costs: price assistant ``usage`` fields with litellm's table (imports litellm).
         overwrite: replace an existing ``out``.
     """
-    source = os.fspath(src)
-    if not os.path.isfile(source):
-        raise TranscriptImportError(f"{source}: no such file")
+    source = existing_source(src)
     conversations, file_model = load_conversations(source)
     report = ImportReport("openai", os.path.abspath(source))
     builder = TreeBuilder(report, file_seed(source, "openai"))

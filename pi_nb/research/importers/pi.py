@@ -13,7 +13,14 @@ import os
 from typing import Any
 
 from ...session.entries import ENTRY_TYPES, Entry
-from ._base import ImportReport, ImportResult, TranscriptImportError, TreeBuilder, file_seed
+from ._base import (
+    ImportReport,
+    ImportResult,
+    TranscriptImportError,
+    TreeBuilder,
+    existing_source,
+    file_seed,
+)
 
 __all__ = ["import_pi"]
 
@@ -42,9 +49,7 @@ def import_pi(
     from ...session.jsonl import SessionError, SessionLoadWarning
     from ...session.tree import SessionTree
 
-    source = os.fspath(src)
-    if not os.path.isfile(source):
-        raise TranscriptImportError(f"{source}: no such file")
+    source = existing_source(src)
     report = ImportReport("pi", os.path.abspath(source))
     try:
         with warnings.catch_warnings():
