@@ -113,6 +113,11 @@ class Projection:
         """`{messages, thinkingLevel, model}` like Pi's buildSessionContext()."""
         return {"messages": self.messages, "thinkingLevel": self.thinking_level, "model": self.model}
 
+    def _repr_html_(self) -> str:
+        from .notebook.html import projection_html
+
+        return projection_html(self)
+
     def __repr__(self) -> str:
         return (
             f"<Projection leaf={self.leaf_id} {len(self.entries)} entries, "

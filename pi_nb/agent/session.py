@@ -922,7 +922,9 @@ class Session:
             return False
         except Exception as exc:
             prefix = "Context overflow recovery failed" if reason == "overflow" else "Auto-compaction failed"
-            error = f"{prefix}: {exc}"
+            from ..redact import redact
+
+            error = redact(f"{prefix}: {exc}")
             self._emit(
                 {
                     "type": "compaction_end",

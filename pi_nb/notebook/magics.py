@@ -138,10 +138,30 @@ class StreamPrinter:
         self.out = out
         self._at_line_start = True
         self._last_flush = 0.0
+        self._pending = ""  # streamed text held back until a word ends (see _stream)
+
+    def _stream(self, delta: str) -> None:
+        # A key can arrive split over several deltas: hold back the unfinished word so
+        # every word is redacted whole before it reaches the output.
+        text = self._pending + delta
+        cut = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t"))
+        if cut < 0 and len(text) < 4096:
+            self._pending = text
+            return
+        head, self._pending = (text, "") if cut < 0 else (text[: cut + 1], text[cut + 1 :])
+        self._write(head)
+
+    def _finish_stream(self) -> None:
+        if self._pending:
+            text, self._pending = self._pending, ""
+            self._write(text)
 
     def _write(self, text: str, flush: bool = False) -> None:
         if not text:
             return
+        from ..redact import redact
+
+        text = redact(text)
         out = self.out or sys.stdout  # looked up late: Jupyter swaps sys.stdout per cell
         out.write(text)
         now = time.monotonic()
@@ -151,6 +171,7 @@ class StreamPrinter:
         self._at_line_start = text.endswith("\n")
 
     def _line(self, text: str) -> None:
+        self._finish_stream()
         if not self._at_line_start:
             self._write("\n")
         self._write(text + "\n", flush=True)
@@ -158,7 +179,7 @@ class StreamPrinter:
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_update":
-            self._write(str(event.get("delta") or ""))
+            self._stream(str(event.get("delta") or ""))
         elif kind == "tool_execution_start" and self.show_tools:
             args = event.get("args") or {}
             shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
@@ -189,6 +210,7 @@ class StreamPrinter:
                     f"{calls} summary call(s); %pi diff shows what changed"
                 )
         elif kind == "message_end":
+            self._finish_stream()
             message = event.get("message") or {}
             if message.get("role") == "assistant" and message.get("stopReason") == "error":
                 error = _short(str(message.get("errorMessage") or "unknown error"), 160)
@@ -198,8 +220,10 @@ class StreamPrinter:
             self._line(f"… retrying (attempt {attempt} of {most})")
         elif kind == "error":
             self._line(f"error: {_one_line(event.get('message') or event.get('errorMessage'))}")
-        elif kind == "agent_end" and not self._at_line_start:
-            self._write("\n", flush=True)
+        elif kind == "agent_end":
+            self._finish_stream()
+            if not self._at_line_start:
+                self._write("\n", flush=True)
 
 
 def _short(value: Any, width: int = 40) -> str:

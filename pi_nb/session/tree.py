@@ -793,6 +793,12 @@ class SessionTree:
             new._write_all()
         return new
 
+    def _repr_html_(self) -> str:
+        # Rendering lives in the notebook layer; it is plain HTML strings, no widgets.
+        from ..notebook.html import session_html
+
+        return session_html(self)
+
     def __repr__(self) -> str:
         where = self.path or "in memory"
         return f"<SessionTree {self.session_id[:8]} {len(self._list)} entries leaf={self._leaf_id} {where}>"

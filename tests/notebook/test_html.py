@@ -94,3 +94,17 @@ def test_helpers():
     long = {"role": "user", "content": "word " * 100}
     assert len(message_preview(long, 20)) == 20
     assert message_preview({"role": "compactionSummary", "summary": "S"}) == "S"
+
+
+def test_trees_and_projections_render_themselves(tmp_path):
+    import shutil
+
+    from pi_nb.samples import sample_session_path
+    from pi_nb.session.tree import SessionTree
+
+    copy = tmp_path / "s.jsonl"
+    shutil.copy(sample_session_path(), copy)
+    tree = SessionTree.open(copy)
+    assert "Decimal prices" in tree._repr_html_()
+    html = tree.projection()._repr_html_()
+    assert "1a2b3c08" in html and "edited" in html

@@ -571,3 +571,18 @@ def test_pin_and_unpin(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     assert len(capsys.readouterr().out.strip().splitlines()) == 1
     assert "no active pin" in _usage_error(ip, "unpin nothing-like-this")
     assert "not both" in _usage_error(ip, f"pin a fact --entry {first_user}")
+
+
+def test_stream_printer_redacts_a_key_split_across_deltas():
+    import io
+
+    from pi_nb.notebook.magics import StreamPrinter
+
+    out = io.StringIO()
+    printer = StreamPrinter(out=out)
+    key = "sk-ant-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    for delta in ["Your key is ", key[:9], key[9:20], key[20:], " — keep it safe.\n"]:
+        printer({"type": "message_update", "delta": delta})
+    printer({"type": "agent_end"})
+    text = out.getvalue()
+    assert key[9:20] not in text and "keep it safe" in text and "Your key is" in text
