@@ -19,5 +19,5 @@ fi
 .venv/bin/ruff check pi_nb tests bench scripts
 export PI_ORACLE_DIR="$PWD/.pi-oracle"
 # Notebooks run through nbval in the same session (outputs checked only where marked).
-.venv/bin/python -m pytest -q -p no:cacheprovider tests notebooks \
+.venv/bin/python -m pytest -q -rs -p no:cacheprovider tests notebooks \
   --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg "$@"
