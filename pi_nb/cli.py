@@ -60,43 +60,32 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_tokens(args: argparse.Namespace) -> int:
     """Estimated (Pi heuristic, usage-first) and tiktoken token figures for the context."""
-    from .tokens import count_exact, estimate_tokens
+    from .tokens import token_figures
 
     tree = _open(args.file, args.leaf)
-    projection = tree.projection()
     estimate = tree.context_tokens()
-    heuristic = sum(estimate_tokens(m) for m in projection.messages)
-    from .messages import convert_to_llm
-
-    exact = count_exact(convert_to_llm(projection.messages), args.model)
-    figures: dict[str, Any] = {
-        "messages": len(projection.messages),
-        "contextTokens": estimate.tokens,
-        "usageTokens": estimate.usageTokens,
-        "trailingTokens": estimate.trailingTokens,
-        "heuristicTokens": heuristic,
-        "tiktokenTokens": exact.tokens,
-        "tiktokenEncoding": exact.encoding,
-        "tiktokenKind": exact.kind,
-    }
+    figures = token_figures(tree.projection().messages, estimate, args.model)
     if args.json:
         _print_json(figures)
     else:
         source = "usage + estimate" if estimate.lastUsageIndex is not None else "estimate"
+        encoding = figures["tiktokenEncoding"]
         print(f"messages in context : {figures['messages']}")
         print(f"context tokens      : {estimate.tokens} ({source}, Pi's rule)")
-        print(f"chars/4 heuristic   : {heuristic} (estimated)")
-        print(f"tiktoken {exact.encoding:<11}: {exact.tokens} ({exact.kind} for {args.model or 'gpt-4o'})")
+        print(f"chars/4 heuristic   : {figures['heuristicTokens']} (estimated)")
+        print(
+            f"tiktoken {encoding:<11}: {figures['tiktokenTokens']} "
+            f"({figures['tiktokenKind']} for {args.model or 'gpt-4o'})"
+        )
     return 0
 
 
 def cmd_cut(args: argparse.Namespace) -> int:
     """Where a compaction would cut now (Pi 1.3's prepareCompaction), without a model call."""
-    from .compaction.prepare import cut_command
+    from .compaction.prepare import planned_cut
 
-    tree = _open(args.file, args.leaf)  # validates the file and the leaf id
-    del tree
-    result = cut_command(args.file, leaf=args.leaf, keep=args.keep, reserve=args.reserve)
+    tree = _open(args.file, args.leaf)
+    result = planned_cut(tree, keep=args.keep, reserve=args.reserve)
     if args.json:
         _print_json(result)
     elif result.get("nothingToCompact"):
@@ -126,7 +115,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Compact the session now (or --preview: show the cut and summary, change nothing)."""
     from .agent.cli import compact_cli
 
-    _open(args.file)
     return compact_cli(args.file, preview=args.preview, model=args.model, focus=args.focus)
 
 

@@ -328,6 +328,26 @@ class ExactCount:
         return "exact" if self.exact else "estimated"
 
 
+def token_figures(
+    messages: Sequence[Message], estimate: ContextTokens, model: str | None = None
+) -> dict[str, Any]:
+    """Every token figure for a context, side by side: Pi's usage-first total, the plain
+    chars/4 heuristic over the messages, and a tiktoken count (exact or proxy)."""
+    from .messages import convert_to_llm
+
+    exact = count_exact(convert_to_llm(messages), model)
+    return {
+        "messages": len(messages),
+        "contextTokens": estimate.tokens,
+        "usageTokens": estimate.usageTokens,
+        "trailingTokens": estimate.trailingTokens,
+        "heuristicTokens": sum(estimate_tokens(m) for m in messages),
+        "tiktokenTokens": exact.tokens,
+        "tiktokenEncoding": exact.encoding,
+        "tiktokenKind": exact.kind,
+    }
+
+
 # Per-message overhead of OpenAI's chat format (role markers); images are not tokenized
 # as text, so they get Pi's flat estimate.
 _MESSAGE_OVERHEAD = 4

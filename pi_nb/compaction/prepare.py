@@ -265,6 +265,12 @@ def cut_command(
     tree = SessionTree.open(path)
     if leaf is not None:
         tree.branch(leaf)
+    return planned_cut(tree, keep=keep, reserve=reserve)
+
+
+def planned_cut(tree: Any, keep: int | None = None, reserve: int | None = None) -> dict[str, Any]:
+    """The cut a compaction would make now on ``tree``'s current branch, as
+    :func:`cut_command` reports it (defaults: Pi's keep 20000 / reserve 16384)."""
     settings = CompactionSettings(
         reserve_tokens=16384 if reserve is None else reserve,
         keep_recent_tokens=20000 if keep is None else keep,

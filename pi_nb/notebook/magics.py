@@ -637,14 +637,11 @@ class PiMagics(Magics):
         print(f"unpinned {removed}")
 
     def cmd_tokens(self, args: argparse.Namespace) -> None:
-        from ..messages import convert_to_llm
-        from ..tokens import count_exact, estimate_tokens
+        from ..tokens import token_figures
 
         session = self._require()
-        projection = session.context()
         estimate = session.context_tokens()
-        heuristic = sum(estimate_tokens(m) for m in projection.messages)
-        exact = count_exact(convert_to_llm(projection.messages), session.model)
+        figures = token_figures(session.context().messages, estimate, session.model)
         source = (
             "last reported usage + estimate of newer messages"
             if estimate.lastUsageIndex is not None
@@ -652,8 +649,11 @@ class PiMagics(Magics):
         )
         threshold = session.window - session.reserve
         print(f"context tokens : {estimate.tokens:,} ({source}; Pi's rule)")
-        print(f"messages chars/4: {heuristic:,}")
-        print(f"messages tiktoken: {exact.tokens:,} ({exact.encoding}, {exact.kind})")
+        print(f"messages chars/4: {figures['heuristicTokens']:,}")
+        print(
+            f"messages tiktoken: {figures['tiktokenTokens']:,} "
+            f"({figures['tiktokenEncoding']}, {figures['tiktokenKind']})"
+        )
         print(
             f"window W {session.window:,} · reserve R {session.reserve:,} · "
             f"compacts above W − R = {threshold:,} · keeps ~{session.keep:,} recent"

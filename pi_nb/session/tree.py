@@ -21,7 +21,7 @@ from .entries import (
     new_session_id,
     now_iso,
 )
-from .jsonl import Appender, LoadReport, SessionError, encode_line, load_file
+from .jsonl import Appender, LoadReport, SessionError, encode_line, load_file, parse_entry_line
 from .lock import LockMode, SessionLock
 
 if TYPE_CHECKING:
@@ -247,8 +247,6 @@ class SessionTree:
         line = self._raw.pop(id(entry), None)
         if line is None:
             return entry
-        from .jsonl import parse_entry_line
-
         full = parse_entry_line(line)
         position = self._pos.pop(id(entry))
         self._list[position] = full
