@@ -7,36 +7,80 @@ replace or omit single messages. Every message keeps a link to the entry that pr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
-from .session.entries import Entry, Message, iso_to_ms
+from .session.entries import Entry, Message, iso_to_ms, message_role
+from .session.tree import path_to
 
 # Roles a context edit's replacement applies to.
 _EDITABLE_ROLES = ("user", "assistant", "toolResult", "custom")
 
 
-@dataclass
 class ProjectedEntry:
-    """One context entry and the messages it contributes (possibly none)."""
+    """One context entry and the messages it contributes (possibly none).
 
-    entry: Entry
-    messages: list[Message]
-    edit: Entry | None = None
+    An entry loaded lazily from a file is parsed on first access to ``entry`` or
+    ``messages``; ``id``, ``type``, ``message_count`` and ``status`` never parse it.
+    """
+
+    __slots__ = ("_entry", "_messages", "_resolve", "edit", "message_count")
+
+    def __init__(
+        self,
+        entry: Entry,
+        messages: list[Message] | None = None,
+        edit: Entry | None = None,
+        resolve: Callable[[Entry], Entry] | None = None,
+    ) -> None:
+        self._entry = entry
+        self.edit = edit
+        self._resolve = resolve
+        if messages is None and resolve is None:
+            messages = apply_edit(entry_messages(entry), edit)
+        self._messages = messages
+        if messages is not None:
+            self.message_count = len(messages)
+        else:
+            # A light entry is a message entry whose message is an object: one message,
+            # unless an edit omits it.
+            omitted = edit is not None and edit.get("replacement") is None
+            self.message_count = 0 if omitted else 1
+
+    @property
+    def entry(self) -> Entry:
+        """The full entry."""
+        if self._resolve is not None:
+            self._entry = self._resolve(self._entry)
+            self._resolve = None
+        return self._entry
+
+    @property
+    def messages(self) -> list[Message]:
+        """The messages this entry puts in context, edits applied."""
+        if self._messages is None:
+            self._messages = apply_edit(entry_messages(self.entry), self.edit)
+        return self._messages
 
     @property
     def id(self) -> str:
-        return self.entry["id"]
+        return self._entry["id"]
+
+    @property
+    def type(self) -> str | None:
+        return self._entry.get("type")
 
     @property
     def status(self) -> str:
         """summary | kept | edited | omitted | invisible — how the entry shows in context."""
         if self.edit is not None:
             return "omitted" if self.edit.get("replacement") is None else "edited"
-        if self.entry.get("type") == "compaction":
-            return "summary" if self.messages else "invisible"
-        return "kept" if self.messages else "invisible"
+        if self.type == "compaction":
+            return "summary" if self.message_count else "invisible"
+        return "kept" if self.message_count else "invisible"
+
+    def __repr__(self) -> str:
+        return f"<ProjectedEntry {self.id} {self.type} {self.status}, {self.message_count} message(s)>"
 
 
 class Projection:
@@ -44,7 +88,8 @@ class Projection:
 
     Projections made by appending share their lists with the one they extend (so keeping
     the current projection up to date costs O(1) per append); each object only ever
-    shows its own prefix of them.
+    shows its own prefix of them. Message bodies of entries loaded lazily are parsed
+    when ``messages`` is first read; ``message_count`` never parses them.
     """
 
     def __init__(
@@ -58,6 +103,7 @@ class Projection:
         edits: dict[str, Entry] | None = None,
         messages: list[Message] | None = None,
         resolve: Callable[[Entry], Entry] | None = None,
+        message_count: int | None = None,
     ) -> None:
         self.leaf_id = leaf_id
         self.thinking_level = thinking_level
@@ -67,10 +113,10 @@ class Projection:
         self._path = path
         self._resolve = resolve
         self._entries = entries
-        self._messages = messages if messages is not None else [
-            m for pe in entries for m in pe.messages
-        ]
-        self._n = (len(path), len(entries), len(self._messages))
+        self._messages = messages  # built on first access when None
+        if message_count is None:
+            message_count = sum(pe.message_count for pe in entries)
+        self._n = (len(path), len(entries), message_count)
         self.tokens: Any = None  # ContextTokens, filled by whoever computes them first
 
     @property
@@ -98,15 +144,23 @@ class Projection:
     def messages(self) -> list[Message]:
         """All messages the model sees next, in order (Pi's AgentMessage objects)."""
         store = self._messages
+        if store is None:
+            store = self._messages = [m for pe in self.entries for m in pe.messages]
         return store if len(store) == self._n[2] else store[: self._n[2]]
+
+    @property
+    def message_count(self) -> int:
+        """``len(messages)``, without parsing any message."""
+        return self._n[2]
 
     def source_of(self, message_index: int) -> ProjectedEntry:
         """The context entry that produced ``messages[message_index]``."""
-        seen = 0
-        for pe in self.entries:
-            seen += len(pe.messages)
-            if message_index < seen:
-                return pe
+        if message_index >= 0:
+            seen = 0
+            for pe in self.entries:
+                seen += pe.message_count
+                if message_index < seen:
+                    return pe
         raise IndexError(message_index)
 
     def to_context(self) -> dict[str, Any]:
@@ -121,7 +175,7 @@ class Projection:
     def __repr__(self) -> str:
         return (
             f"<Projection leaf={self.leaf_id} {len(self.entries)} entries, "
-            f"{len(self.messages)} messages>"
+            f"{self.message_count} messages>"
         )
 
 
@@ -216,19 +270,16 @@ def session_path(
     leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
     if leaf is None:
         leaf = entries[-1] if entries else None
-    path: list[Entry] = []
-    seen: set[str] = set()
-    while leaf is not None and leaf.get("id") not in seen:
-        seen.add(leaf.get("id"))
-        path.append(leaf)
-        parent = leaf.get("parentId")
-        leaf = by_id.get(parent) if isinstance(parent, str) and parent else None
-    path.reverse()
-    return path
+    return path_to(leaf, by_id)
 
 
-def settings_on_path(path: Sequence[Entry]) -> tuple[str, dict[str, Any] | None]:
-    """(thinking level, model) in force at the end of the path; assistants set the model."""
+def settings_on_path(
+    path: Sequence[Entry], resolve: Callable[[Entry], Entry] | None = None
+) -> tuple[str, dict[str, Any] | None]:
+    """(thinking level, model) in force at the end of the path; assistants set the model.
+
+    ``resolve`` turns a light entry into the full one (only the deciding reply is parsed).
+    """
     # The last writer wins, so scan backwards and stop once both are known.
     thinking: Any = None
     model: dict[str, Any] | None = None
@@ -242,9 +293,9 @@ def settings_on_path(path: Sequence[Entry]) -> tuple[str, dict[str, Any] | None]
         elif not found_model and kind == "model_change":
             model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
             found_model = True
-        elif not found_model and kind == "message":
-            message = entry.get("message")
-            if isinstance(message, dict) and message.get("role") == "assistant":
+        elif not found_model and kind == "message" and message_role(entry) == "assistant":
+            message = (resolve(entry) if resolve is not None else entry).get("message")
+            if isinstance(message, dict):
                 model = {"provider": message.get("provider"), "modelId": message.get("model")}
                 found_model = True
         if found_model and thinking is not None:
@@ -276,8 +327,7 @@ def context_entries(path: Sequence[Entry]) -> tuple[list[Entry], Entry | None]:
 
 
 def _is_system_message(entry: Entry) -> bool:
-    message = entry.get("message")
-    return entry.get("type") == "message" and isinstance(message, dict) and message.get("role") == "system"
+    return entry.get("type") == "message" and message_role(entry) == "system"
 
 
 def build_session_projection(
@@ -285,17 +335,20 @@ def build_session_projection(
     leaf_id: str | object | None = ...,
     by_id: Mapping[str, Entry] | None = None,
     resolve: Callable[[Entry], Entry] | None = None,
+    light: Container[int] | None = None,
 ) -> Projection:
     """Project a branch, as Pi 1.3's buildSessionProjection (leaf defaults to the last entry).
 
-    ``resolve`` turns a light entry into the full one; the walk itself only reads structural
-    fields, so only the entries that end up in context are resolved.
+    ``light`` holds the ``id()`` of light message entries (structural fields and role only)
+    and ``resolve`` turns one into the full entry. The walk reads structural fields only,
+    and the projection parses a light entry when its content is first asked for.
     """
     if by_id is None:
         by_id = {e["id"]: e for e in entries if isinstance(e.get("id"), str)}
     path = session_path(entries, leaf_id if leaf_id is not ... else "", by_id)
-    thinking, model = settings_on_path(path)
+    thinking, model = settings_on_path(path, resolve)
     chosen, compaction = context_entries(path)
+    lazy = light if resolve is not None and light else ()
     edits: dict[str, Entry] = {}
     for entry in chosen:
         if entry.get("type") == "context_edit" and isinstance(entry.get("targetId"), str):
@@ -306,9 +359,10 @@ def build_session_projection(
             projected.append(ProjectedEntry(entry, []))
             continue
         edit = edits.get(entry.get("id"))
-        if resolve is not None:
-            entry = resolve(entry)
-        projected.append(ProjectedEntry(entry, apply_edit(entry_messages(entry), edit), edit))
+        if id(entry) in lazy:
+            projected.append(ProjectedEntry(entry, None, edit, resolve))
+        else:
+            projected.append(ProjectedEntry(entry, None, edit))
     return Projection(
         leaf_id=path[-1]["id"] if path else None,
         path=path,
@@ -331,7 +385,13 @@ def extend_projection(previous: Projection, entry: Entry) -> Projection | None:
     kind = entry.get("type")
     if kind in ("compaction", "context_edit"):
         return None
-    if (len(previous._path), len(previous._entries), len(previous._messages)) != previous._n:
+    n_path, n_entries, n_messages = previous._n
+    shared = previous._messages
+    if (
+        len(previous._path) != n_path
+        or len(previous._entries) != n_entries
+        or (shared is not None and len(shared) != n_messages)
+    ):
         return None
     thinking, model = previous.thinking_level, previous.model
     if kind == "thinking_level_change":
@@ -345,7 +405,8 @@ def extend_projection(previous: Projection, entry: Entry) -> Projection | None:
     added = ProjectedEntry(entry, entry_messages(entry))
     previous._path.append(entry)
     previous._entries.append(added)
-    previous._messages.extend(added.messages)
+    if shared is not None:
+        shared.extend(added.messages)
     return Projection(
         leaf_id=entry["id"],
         path=previous._path,
@@ -354,6 +415,7 @@ def extend_projection(previous: Projection, entry: Entry) -> Projection | None:
         model=model,
         compaction=previous.compaction,
         edits=previous.edits,
-        messages=previous._messages,
+        messages=shared,
         resolve=previous._resolve,
+        message_count=n_messages + added.message_count,
     )

@@ -149,20 +149,44 @@ def estimate_projected_context_tokens(
     projection: Projection, branch: Sequence[Entry] | None = None, cache: TokenCache | None = None
 ) -> ContextTokens:
     """Pi 1.3's estimate for a projection: usage is trusted only when it comes from an entry
-    after the latest context edit or compaction on the branch; else a pure heuristic."""
+    after the latest context edit or compaction on the branch; else a pure heuristic.
+
+    Scans back from the end, so with trusted usage only the messages after the last reply
+    are looked at (and, for a lazily loaded file, parsed).
+    """
     est = cache.estimate if cache is not None else estimate_tokens
-    messages = projection.messages
     branch = projection.light_path if branch is None else branch
-    estimate = estimate_context_tokens(messages, cache)
-    if estimate.lastUsageIndex is not None:
-        source = projection.source_of(estimate.lastUsageIndex).id
-        invalidating = -1
-        for index in range(len(branch) - 1, -1, -1):
-            if branch[index].get("type") in ("context_edit", "compaction"):
-                invalidating = index
-                break
-        if any(branch[i].get("id") == source for i in range(len(branch) - 1, invalidating, -1)):
-            return estimate
+    index = projection.message_count
+    trailing = 0
+    for pe in reversed(projection.entries):
+        if not pe.message_count:
+            continue
+        for message in reversed(pe.messages):
+            index -= 1
+            usage = assistant_usage(message)
+            if usage is None:
+                trailing += est(message)
+                continue
+            if _after_invalidation(pe.id, branch):
+                usage_tokens = calculate_context_tokens(usage)
+                return ContextTokens(usage_tokens + trailing, usage_tokens, trailing, index)
+            return _heuristic_tokens(projection.messages, est)
+    return _heuristic_tokens(projection.messages, est)
+
+
+def _after_invalidation(source_id: str, branch: Sequence[Entry]) -> bool:
+    """Whether ``source_id`` is on the branch after its latest context edit or compaction."""
+    for index in range(len(branch) - 1, -1, -1):
+        entry = branch[index]
+        if entry.get("id") == source_id:
+            return True
+        if entry.get("type") in ("context_edit", "compaction"):
+            return False
+    return False
+
+
+def _heuristic_tokens(messages: Sequence[Message], est: Any) -> ContextTokens:
+    """Pure chars/4: the replayed system prompt plus every other message."""
     system = current_system_message(messages)
     tokens = estimate_tokens(system) if system is not None else 0
     tokens += sum(est(m) for m in messages if m.get("role") != "system")

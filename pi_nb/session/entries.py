@@ -17,6 +17,8 @@ from collections.abc import Callable, Container
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypedDict
 
+import msgspec
+
 CURRENT_SESSION_VERSION = 3
 
 ENTRY_TYPES = (
@@ -36,6 +38,26 @@ THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 Entry = dict[str, Any]
 Message = dict[str, Any]
+
+
+class LightHead(msgspec.Struct, gc=False):
+    """Stands for the message of a light entry (one loaded lazily): only its role is known.
+
+    Not a dict, so code that needs the message itself cannot mistake it for one; untracked
+    by the garbage collector, so a light entry holding it is untracked too.
+    """
+
+    role: Any = None
+
+
+def message_role(entry: Entry) -> Any:
+    """The role of a message entry's message, full or light (None when it has none)."""
+    message = entry.get("message")
+    if isinstance(message, dict):
+        return message.get("role")
+    if type(message) is LightHead:
+        return message.role
+    return None
 
 
 class SessionHeader(TypedDict, total=False):

@@ -14,13 +14,14 @@ import os
 import re
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 import msgspec
 
-from .entries import CURRENT_SESSION_VERSION, Entry, new_entry_id
+from .entries import CURRENT_SESSION_VERSION, Entry, LightHead, new_entry_id
 
 
 class SessionError(Exception):
@@ -60,23 +61,27 @@ class LoadReport:
         return not self.skipped and not self.missing_final_newline and self.migrated_from is None
 
 
+def _no_lines(position: int) -> bytes:
+    raise KeyError(position)
+
+
 @dataclass
 class LoadedFile:
-    """A parsed file. ``entries`` holds full dicts, except for message entries listed in
-    ``raw``: those are light skeletons (type, id, parentId, timestamp and the message's
-    role/provider/model) whose full text is parsed from ``raw`` only when needed."""
+    """A parsed file. ``entries`` holds full dicts, except for the light message entries
+    listed in ``raw`` (``id(entry)`` → position in ``entries``): those hold only type, id,
+    parentId, timestamp and a :class:`LightHead` for the message, and ``line(position)``
+    gives the source line to parse them in full when needed."""
 
     header: dict[str, Any]
     entries: list[Entry]
     report: LoadReport
-    raw: dict[int, bytes] = field(default_factory=dict)  # id(skeleton) -> line bytes
+    raw: dict[int, int] = field(default_factory=dict)
+    line: Callable[[int], bytes | memoryview] = _no_lines
     size: int = -1  # bytes read (load_file), so a writer can tell what was appended since
 
 
 class _MessageHead(msgspec.Struct):
     role: Any = None
-    provider: Any = None
-    model: Any = None
 
 
 class _Skeleton(msgspec.Struct):
@@ -91,33 +96,53 @@ _SKELETON = msgspec.json.Decoder(_Skeleton)
 _FULL = msgspec.json.Decoder()
 
 
-class _HeadDict(TypedDict, total=False):
-    role: Any
-    provider: Any
-    model: Any
-
-
 class _LightDict(TypedDict, total=False):
     type: Any
-    id: Any
+    id: str
     parentId: Any
     timestamp: Any
-    message: _HeadDict
+    message: LightHead
 
 
-# Decodes a whole JSON array of entries into light dicts in one call; message bodies are
-# validated but not materialized.
-_LIGHT_ARRAY = msgspec.json.Decoder(list[_LightDict])
+# One line into a light entry: the structural fields and the message's role. The rest of
+# the line is validated as JSON but not materialized. Light entries hold only strings and
+# untracked LightHeads, so they are not tracked by the garbage collector either.
+_LIGHT = msgspec.json.Decoder(_LightDict)
 
 
-def _parse_clean(lines: list[bytes], file: str, report: LoadReport) -> LoadedFile | None:
-    """Fast path for a well-formed current-version file: one decoder call validates every
-    line and yields light entries. None when anything needs the careful path."""
-    body = [line for line in lines if line]
-    if not body:
+def _line_spans(data: bytes) -> tuple[list[int], list[int]]:
+    """(start, end) offsets of every line; a final line without newline included."""
+    find = data.find
+    starts: list[int] = []
+    append = starts.append
+    pos = 0
+    while True:
+        end = find(b"\n", pos)
+        if end < 0:
+            break
+        append(pos)
+        pos = end + 1
+    ends = [start - 1 for start in starts[1:]]
+    if starts:
+        ends.append(pos - 1)
+    if pos < len(data):
+        starts.append(pos)
+        ends.append(len(data))
+    return starts, ends
+
+
+def _parse_clean(data: bytes, file: str, report: LoadReport) -> LoadedFile | None:
+    """Fast path for a well-formed current-version file: msgspec validates every line and
+    decodes it into a light entry; only non-message entries are parsed in full. None when
+    anything (a blank or bad line, an old version, a non-object message) needs the careful
+    path."""
+    starts, ends = _line_spans(data)
+    if not starts:
         return None
+    view = memoryview(data)
+    decode = _LIGHT.decode
     try:
-        header = _FULL.decode(body[0])
+        header = _FULL.decode(view[starts[0] : ends[0]])
         if (
             not isinstance(header, dict)
             or header.get("type") != "session"
@@ -125,24 +150,24 @@ def _parse_clean(lines: list[bytes], file: str, report: LoadReport) -> LoadedFil
             or header.get("version") != CURRENT_SESSION_VERSION
         ):
             return None
-        light = _LIGHT_ARRAY.decode(b"[" + b",".join(body[1:]) + b"]")
+        del starts[0], ends[0]
+        light: list[Entry] = [decode(view[a:b]) for a, b in zip(starts, ends, strict=True)]
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    entries: list[Entry] = []
-    raw: dict[int, bytes] = {}
-    for entry, line in zip(light, body[1:], strict=False):
+    raw: dict[int, int] = {}
+    for index, entry in enumerate(light):
         kind = entry.get("type")
         if kind == "message" and "message" in entry:
-            raw[id(entry)] = line
-            entries.append(entry)
+            raw[id(entry)] = index
         elif kind == "session":
             return None
         else:
-            entries.append(_decode_line(line))
-    for entry in entries:
-        if type(entry.get("id")) is not str:
-            return None
-    return LoadedFile(header, entries, report, raw)
+            light[index] = _decode_line(view[starts[index] : ends[index]])
+
+    def line(position: int) -> memoryview:
+        return view[starts[position] : ends[position]]
+
+    return LoadedFile(header, light, report, raw, line)
 
 
 def _parse_constant(name: str) -> Any:
@@ -150,8 +175,8 @@ def _parse_constant(name: str) -> Any:
 
 
 def _loads(raw: str | bytes) -> Any:
-    if isinstance(raw, bytes):  # never let json guess UTF-16/32 from NUL bytes
-        raw = raw.decode("utf-8")
+    if not isinstance(raw, str):  # never let json guess UTF-16/32 from NUL bytes
+        raw = bytes(raw).decode("utf-8")
     return json.loads(raw, parse_constant=_parse_constant)
 
 
@@ -177,11 +202,11 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
             utf8_ok = True
         except UnicodeDecodeError:
             pass
-    lines = data.split(b"\n")
     if lazy and utf8_ok:
-        fast = _parse_clean(lines, file, report)
+        fast = _parse_clean(data, file, report)
         if fast is not None:
             return fast
+    lines = data.split(b"\n")
     header: dict[str, Any] | None = None
     header_line = 0
     entries: list[Entry] = []
@@ -232,7 +257,7 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
             if skeleton.timestamp is not msgspec.UNSET:
                 light["timestamp"] = skeleton.timestamp
             head = skeleton.message
-            light["message"] = {"role": head.role, "provider": head.provider, "model": head.model}
+            light["message"] = LightHead(head.role)
             raw_of[id(light)] = line
             value = light
         else:
@@ -280,7 +305,14 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
             continue
         kept.append(entry)
     del header_line
-    return LoadedFile(header, kept, report, raw_of)
+    positions: dict[int, int] = {}
+    lines: dict[int, bytes] = {}
+    for index, entry in enumerate(kept):
+        line = raw_of.get(id(entry))
+        if line is not None:
+            positions[id(entry)] = index
+            lines[index] = line
+    return LoadedFile(header, kept, report, positions, lines.__getitem__)
 
 
 def parse_entry_line(line: bytes) -> Entry:

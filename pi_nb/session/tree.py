@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .entries import (
     CURRENT_SESSION_VERSION,
     Entry,
     Message,
+    message_role,
     new_entry_id,
     new_session_id,
     now_iso,
@@ -72,7 +74,8 @@ class SessionTree:
         clock: Callable[[], str] = now_iso,
         id_source: Callable[[], str] | None = None,
         fsync: bool = False,
-        raw: dict[int, bytes] | None = None,
+        raw: dict[int, int] | None = None,
+        line: Callable[[int], bytes | memoryview] | None = None,
         lock: LockMode = None,
     ) -> None:
         self.header = header
@@ -80,8 +83,8 @@ class SessionTree:
         # is kept in _raw and parsed on first use (see _full): public accessors always
         # return full entries, internal structure walks use the skeletons.
         self._list: list[Entry] = []
-        self._raw: dict[int, bytes] = raw or {}
-        self._pos: dict[int, int] = {}
+        self._raw: dict[int, int] = raw or {}  # id(light entry) -> its position in _list
+        self._line = line  # position -> the light entry's source line
         self.path = path
         self.report = report or LoadReport()
         self._clock = clock
@@ -108,18 +111,13 @@ class SessionTree:
     def _load(self, entries: list[Entry]) -> None:
         """Index loaded entries in bulk (Pi's rules: later duplicate ids win in the index)."""
         self._list = list(entries)
-        self._by_id = {e["id"]: e for e in self._list}
-        raw = self._raw
-        if raw:
-            self._pos = {id(e): i for i, e in enumerate(self._list) if id(e) in raw}
+        self._by_id = dict(zip(map(itemgetter("id"), self._list), self._list, strict=True))
         self._leaf_id = self._list[-1]["id"]
         for entry in self._list:
             if entry.get("type") == "label":
                 self._track_label(entry)
         self._has_conversation = any(
-            e.get("type") == "message"
-            and isinstance(e.get("message"), dict)
-            and e["message"].get("role") in ("user", "assistant")
+            e.get("type") == "message" and message_role(e) in ("user", "assistant")
             for e in self._list
         )
 
@@ -191,6 +189,7 @@ class SessionTree:
             persisted=True,
             report=loaded.report,
             raw=loaded.raw,
+            line=loaded.line,
             **kwargs,
         )
         tree._known_size = loaded.size if loaded.size >= 0 else None
@@ -243,16 +242,17 @@ class SessionTree:
                 self._has_conversation = True
 
     def _full(self, entry: Entry) -> Entry:
-        """The full entry for a possibly light one (parsed once, then cached in place)."""
-        line = self._raw.pop(id(entry), None)
-        if line is None:
+        """The full entry for a possibly light one. A light entry is filled in place, so
+        whoever holds it (the index, a projection) sees the full entry from then on."""
+        position = self._raw.pop(id(entry), None)
+        if position is None:
             return entry
-        full = parse_entry_line(line)
-        position = self._pos.pop(id(entry))
-        self._list[position] = full
-        if self._by_id.get(entry["id"]) is entry:
-            self._by_id[entry["id"]] = full
-        return full
+        full = parse_entry_line(self._line(position))
+        if not self._raw:
+            self._line = None  # every entry is parsed: let go of the file's bytes
+        entry.clear()
+        entry.update(full)
+        return entry
 
     def _materialize_all(self) -> None:
         if self._raw:
@@ -340,19 +340,8 @@ class SessionTree:
 
     def _light_branch(self, leaf_id: str | object | None = ...) -> list[Entry]:
         start = self._leaf_id if leaf_id is ... else leaf_id
-        out: list[Entry] = []
         current = self._by_id.get(start) if isinstance(start, str) else None
-        seen: set[str] = set()
-        while current is not None:
-            cid = current["id"]
-            if cid in seen:  # a parent cycle in a hand-edited file
-                break
-            seen.add(cid)
-            out.append(current)
-            parent = current.get("parentId")
-            current = self._by_id.get(parent) if isinstance(parent, str) else None
-        out.reverse()
-        return out
+        return path_to(current, self._by_id)
 
     def tree(self) -> list[TreeNode]:
         """The whole tree: roots (parent null, self or unknown) with children sorted by time."""
@@ -389,25 +378,27 @@ class SessionTree:
         from ..projection import build_session_projection, extend_projection
 
         if leaf_id is not ... and leaf_id != self._leaf_id:
-            return build_session_projection(self._list, leaf_id, self._by_id, self._full)
+            return build_session_projection(
+                self._list, leaf_id, self._by_id, self._full, self._raw
+            )
         cached = self._projection_cache
         if cached is not None and cached.leaf_id == self._leaf_id:
             return cached
         leaf = self.leaf
         if cached is not None and leaf is not None and leaf.get("parentId") == cached.leaf_id:
-            before = len(cached.messages)
+            before = cached.message_count
             extended = extend_projection(cached, leaf)
             if extended is not None:
                 if cached.tokens is not None:
                     from ..tokens import extend_context_tokens
 
                     extended.tokens = extend_context_tokens(
-                        cached.tokens, extended.messages[before:], before, self.token_cache
+                        cached.tokens, extended.entries[-1].messages, before, self.token_cache
                     )
                 self._projection_cache = extended
                 return extended
         self._projection_cache = build_session_projection(
-            self._list, self._leaf_id, self._by_id, self._full
+            self._list, self._leaf_id, self._by_id, self._full, self._raw
         )
         return self._projection_cache
 
@@ -803,6 +794,44 @@ class SessionTree:
 
 
 _BAD_PARENT = object()  # children-index key for entries whose parentId is not a string
+
+
+def path_to(leaf: Entry | None, by_id: Mapping[str, Entry]) -> list[Entry]:
+    """Root→``leaf`` through ``parentId`` links, as Pi walks them: an empty, missing or
+    unknown parent ends the walk; so does the first repeated entry (a parent cycle in a
+    hand-edited file)."""
+    if leaf is None:
+        return []
+    get = by_id.get
+    path = [leaf]
+    append = path.append
+    node = leaf
+    budget = len(by_id) + 1  # more steps than entries can only mean a cycle
+    try:
+        while budget:
+            parent = node.get("parentId")
+            node = get(parent) if parent else None
+            if node is None:
+                path.reverse()
+                return path
+            append(node)
+            budget -= 1
+    except TypeError:  # an unhashable parentId
+        pass
+    return _path_to_checked(leaf, by_id)
+
+
+def _path_to_checked(leaf: Entry, by_id: Mapping[str, Entry]) -> list[Entry]:
+    path: list[Entry] = []
+    seen: set[int] = set()
+    node: Entry | None = leaf
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        path.append(node)
+        parent = node.get("parentId")
+        node = by_id.get(parent) if isinstance(parent, str) and parent else None
+    path.reverse()
+    return path
 
 
 def _parent_key(entry: Entry) -> Any:
