@@ -250,7 +250,10 @@ class SessionTree:
         full = parse_entry_line(self._line(position))
         if not self._raw:
             self._line = None  # every entry is parsed: let go of the file's bytes
-        entry.clear()
+        if list(full)[: len(entry)] != list(entry):  # unknown fields between known ones
+            entry.clear()  # rebuilt to keep the file's key order
+        # A single update (atomic under the GIL) when the keys line up: a reader in another
+        # thread sees the light entry or the full one, never an empty dict.
         entry.update(full)
         return entry
 

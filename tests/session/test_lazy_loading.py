@@ -140,3 +140,16 @@ def test_fast_and_careful_readers_agree(body):
     assert [str(s) for s in lazy.report.skipped] == [str(s) for s in careful.report.skipped]
     tree = SessionTree(lazy.header, lazy.entries, raw=lazy.raw, line=lazy.line)
     assert tree.entries == careful.entries
+
+
+def test_a_parsed_light_entry_keeps_unknown_fields_and_key_order():
+    odd = (b'{"type":"message","x":1,"id":"a","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+           b'"message":{"role":"user","content":"hi","extra":[1]},"z":{"k":null}}')
+    data = json.dumps(_HEADER).encode() + b"\n" + odd + b"\n" + _line("b", "a", user("y")) + b"\n"
+    lazy = parse_bytes(data, "f.jsonl", lazy=True)
+    tree = SessionTree(lazy.header, lazy.entries, raw=lazy.raw, line=lazy.line)
+    held = tree.projection().entries[0]  # holds the light entry
+    first = tree.get("a")
+    assert list(first) == ["type", "x", "id", "parentId", "timestamp", "message", "z"]
+    assert first == json.loads(odd)
+    assert held.entry is first and held.messages == [json.loads(odd)["message"]]
