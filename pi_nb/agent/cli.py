@@ -88,6 +88,11 @@ class _Printer:
                 after = getattr(result, "tokens_after", None) or getattr(result, "estimated_tokens_after", None)
                 figures = f"{before} → {after} tokens" if after is not None else f"{before} tokens before"
                 self._note(f"[compacted: {figures}]")
+                from .session import above_threshold_note
+
+                note = above_threshold_note(after, event.get("threshold"))
+                if note:
+                    self._note(f"[warning: {note}]")
             elif event.get("errorMessage"):
                 self._note(f"[compaction failed: {event['errorMessage']}]")
             elif event.get("skipped"):

@@ -86,6 +86,16 @@ def _tail_positions(branch: Sequence[Entry], entry_id: str | None) -> tuple[int 
     return latest, position
 
 
+def above_threshold_note(tokens: int | None, threshold: int | None) -> str | None:
+    """The hint shown when a compaction leaves the context above W − R; None otherwise."""
+    if tokens is None or threshold is None or tokens <= threshold:
+        return None
+    return (
+        f"still above W − R = {threshold:,} after compacting ({tokens:,} tokens): the kept "
+        "tail and the summary do not fit; lower keep or reserve"
+    )
+
+
 class SessionBusyError(RuntimeError):
     """A prompt is already running on this session."""
 
@@ -942,7 +952,14 @@ class Session:
             return False
         self._run_compactions.append(result)
         self._emit(
-            {"type": "compaction_end", "reason": reason, "result": result, "aborted": False, "willRetry": will_retry}
+            {
+                "type": "compaction_end",
+                "reason": reason,
+                "result": result,
+                "aborted": False,
+                "willRetry": will_retry,
+                "threshold": self.window - self.settings.reserve_tokens,
+            }
         )
         if will_retry:
             return True
@@ -985,8 +1002,22 @@ class Session:
                 }
             )
             raise
-        self._emit({"type": "compaction_end", "reason": "manual", "result": result, "aborted": False, "willRetry": False})
+        self._emit(
+            {
+                "type": "compaction_end",
+                "reason": "manual",
+                "result": result,
+                "aborted": False,
+                "willRetry": False,
+                "threshold": self.window - self.settings.reserve_tokens,
+            }
+        )
         return result
+
+    def above_threshold_note(self, tokens: int | None) -> str | None:
+        """A one-line hint when a compaction left ``tokens`` above W − R (the kept tail plus
+        the summary do not fit: the next turn would compact again); None when it fits."""
+        return above_threshold_note(tokens, self.window - self.settings.reserve_tokens)
 
     def resolve(self, target: str) -> str:
         """An entry id for an id or a label."""

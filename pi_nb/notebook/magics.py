@@ -209,6 +209,11 @@ class StreamPrinter:
                     f"⟳ compacted: {before} → {after} tokens (estimated), "
                     f"{calls} summary call(s); %pi diff shows what changed"
                 )
+                from ..agent.session import above_threshold_note
+
+                note = above_threshold_note(after, event.get("threshold"))
+                if note:
+                    self._line(f"⚠ {note} (%pi model --keep N --reserve N)")
         elif kind == "message_end":
             self._finish_stream()
             message = event.get("message") or {}
@@ -610,6 +615,9 @@ class PiMagics(Magics):
         focus = " ".join(args.focus) or None
         result = session.compact(focus=focus, preview=args.preview)
         display(result)
+        note = session.above_threshold_note(getattr(result, "tokens_after", None))
+        if note and not args.preview:
+            print(f"⚠ {note} (%pi model --keep N --reserve N)")
         if args.preview and getattr(result, "projection", None) is not None:
             from .diff import diff_projection
 

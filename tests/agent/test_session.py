@@ -422,3 +422,37 @@ def test_session_and_run_result_render_as_html(tmp_path):
     html = session._repr_html_()
     assert "pinb/scripted" in html and "<script>x" not in html
     assert "&lt;b&gt;bold&lt;/b&gt; reply" in result._repr_html_()
+
+
+def test_a_compaction_that_cannot_get_under_the_threshold_says_so(make_session):
+    # W − R = 400, but ~600 recent tokens are kept verbatim: no compaction can fit.
+    session = make_session(["fine"] * 8, window=100000, reserve=600, keep=600)
+    _history(session, 12)
+    session.window = 1000
+    result = session.compact()
+    assert result.tokens_after > 400
+    note = session.above_threshold_note(result.tokens_after)
+    assert note is not None and "W − R = 400" in note and f"{result.tokens_after:,}" in note
+    # With room to spare there is nothing to say.
+    roomy = make_session(["fine"] * 8, name="roomy.jsonl", window=100000, reserve=600, keep=600)
+    _history(roomy, 12)
+    assert roomy.above_threshold_note(roomy.compact().tokens_after) is None
+
+
+def test_auto_compaction_that_stays_above_the_threshold_is_reported(make_session, recorder):
+    from pi_nb.agent.cli import _Printer
+
+    session = make_session(["fine"] * 8, window=100000, reserve=600, keep=600)
+    _history(session, 12)
+    session.window = 1000
+    out, err = io.StringIO(), io.StringIO()
+    printer = _Printer(out, err)
+
+    def both(event):
+        recorder(event)
+        printer(event)
+
+    session.prompt("and now?", on_event=both)
+    end = recorder.of("compaction_end")[0]
+    assert end["threshold"] == 400 and end["result"].tokens_after > 400
+    assert "[warning: still above W − R = 400 after compacting" in err.getvalue()

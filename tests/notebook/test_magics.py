@@ -586,3 +586,19 @@ def test_stream_printer_redacts_a_key_split_across_deltas():
     printer({"type": "agent_end"})
     text = out.getvalue()
     assert key[9:20] not in text and "keep it safe" in text and "Your key is" in text
+
+
+def test_threshold_compaction_that_cannot_fit_says_how_to_fix_it(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # keep (600) alone exceeds W − R (1000 − 600 = 400): every compaction stays above it.
+    ip.user_ns["turns"] = [f"Reply {i}. " * 40 for i in range(10)]
+    ip.run_line_magic("pi", "model --script turns --window 100000 --reserve 600 --keep 600")
+    for i in range(6):
+        ip.run_cell_magic("pi", "", f"Question {i}: " + "lorem ipsum " * 20)
+    capsys.readouterr()
+    ip.run_line_magic("pi", "model --window 1000")
+    ip.run_cell_magic("pi", "", "one more question")
+    out = capsys.readouterr().out
+    assert "⟳ compacted:" in out
+    assert "⚠ still above W − R = 400 after compacting" in out and "--keep N" in out
