@@ -35,6 +35,25 @@ def js_sorted(items: Iterable[str]) -> list[str]:
     return sorted(items, key=lambda s: s.encode("utf-16-be", "surrogatepass"))
 
 
+# tool name -> (FileOps set, argument holding the path)
+_FILE_TOOLS: dict[str, tuple[str, str]] = {
+    "read": ("read", "path"),
+    "write": ("written", "path"),
+    "edit": ("edited", "path"),
+    "Read": ("read", "file_path"),
+    "Write": ("written", "file_path"),
+    "Edit": ("edited", "file_path"),
+    "MultiEdit": ("edited", "file_path"),
+    "NotebookEdit": ("edited", "notebook_path"),
+}
+_PATCH_MARKERS = (
+    ("*** Add File:", "written"),
+    ("*** Update File:", "edited"),
+    ("*** Delete File:", "edited"),
+    ("*** Move to:", "written"),
+)
+
+
 @dataclass
 class FileOps:
     """Files touched by tool calls: ``read``, ``written`` and ``edited`` path sets."""
@@ -44,16 +63,32 @@ class FileOps:
     edited: set[str] = field(default_factory=set)
 
     def add_call(self, tool_name: Any, arguments: Any) -> None:
-        """Record one tool call: ``read`` / ``write`` / ``edit`` with a string ``path``."""
-        path = arguments.get("path") if isinstance(arguments, Mapping) else None
+        """Record one tool call: Pi's ``read`` / ``write`` / ``edit`` with a string ``path``,
+        and the file tools of transcripts imported from other agents (Claude Code's
+        ``Read`` / ``Write`` / ``Edit`` / ``MultiEdit`` / ``NotebookEdit``, Codex's
+        ``apply_patch``), which Pi sessions never contain."""
+        if not isinstance(arguments, Mapping):
+            return
+        if tool_name == "apply_patch":
+            self._add_patch(arguments.get("input"))
+            return
+        kind, key = _FILE_TOOLS.get(tool_name, (None, "")) if isinstance(tool_name, str) else (None, "")
+        path = arguments.get(key) if kind else None
         if not isinstance(path, str) or not path:
             return
-        if tool_name == "read":
-            self.read.add(path)
-        elif tool_name == "write":
-            self.written.add(path)
-        elif tool_name == "edit":
-            self.edited.add(path)
+        getattr(self, kind).add(path)
+
+    def _add_patch(self, patch: Any) -> None:
+        """Files named by a Codex patch (``*** Add File:`` is written, the rest edited)."""
+        if not isinstance(patch, str):
+            return
+        for line in patch.splitlines():
+            for marker, kind in _PATCH_MARKERS:
+                if line.startswith(marker):
+                    path = line[len(marker) :].strip()
+                    if path:
+                        getattr(self, kind).add(path)
+                    break
 
     def add_details(self, details: Any) -> None:
         """Carry the lists of an earlier summary's ``details`` (modified counts as edited)."""

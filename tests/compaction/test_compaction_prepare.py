@@ -153,3 +153,48 @@ def test_to_dict_and_cut_command(tree, session_path):
     assert cut_command(session_path, leaf=first_turn_end, keep=300) == {"nothingToCompact": True}
     with pytest.raises(EntryNotFoundError):
         cut_command(session_path, leaf="nope")
+
+
+def test_file_ops_of_other_agents_tools():
+    ops = FileOps()
+    calls = [
+        tool_call("1", "Read", file_path="/r/notes.md"),
+        tool_call("2", "Write", file_path="/r/new.py", content="x"),
+        tool_call("3", "MultiEdit", file_path="/r/old.py", edits=[]),
+        tool_call("4", "NotebookEdit", notebook_path="/r/nb.ipynb", new_source="x"),
+        tool_call("5", "Read", path="/r/wrong-argument.md"),  # Claude Code's Read takes file_path
+        tool_call("6", "read", file_path="/r/pi-read-takes-path.md"),  # Pi's read takes path
+        tool_call("7", "apply_patch", input="*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n"
+                  "*** Add File: b.py\n+z\n*** Delete File: c.py\n*** Update File: d.py\n"
+                  "*** Move to: e.py\n*** End Patch"),
+        tool_call("8", "apply_patch", input=42),
+    ]
+    file_ops_from_message(assistant("", calls=calls), ops)
+    assert ops.read_files == ["/r/notes.md"]
+    assert ops.modified_files == ["/r/nb.ipynb", "/r/new.py", "/r/old.py",
+                                  "a.py", "b.py", "c.py", "d.py", "e.py"]
+
+
+@pytest.mark.parametrize(("kind", "modified"), [
+    ("claude-code", ["/home/maya/httpkit/src/httpkit/retry.py",
+                     "/home/maya/httpkit/tests/test_retry.py"]),
+    ("codex", ["scripts/sync.py"]),
+])
+def test_imported_transcripts_yield_their_file_lists(kind, modified, tmp_path):
+    from pi_nb.research.importers import import_transcript
+    from pi_nb.research.samples import sample_transcript
+
+    tree = import_transcript(sample_transcript(kind), tmp_path / "imported.jsonl").tree
+    ops = FileOps()
+    for entry in tree.get_branch():
+        if entry["type"] == "message":
+            file_ops_from_message(entry["message"], ops)
+    assert ops.modified_files == modified
+
+
+def test_compaction_lists_files_touched_by_claude_code_tools(tree):
+    add_turn(tree, "look at the notes", steps=[("Read", {"file_path": "/r/notes.md"}, "notes")])
+    add_turn(tree, "fix the bug", steps=[("Edit", {"file_path": "/r/bug.py"}, "edited")])
+    long_session(tree, 4)
+    prep = prepare_compaction(tree.get_branch(), KEEP)
+    assert "/r/notes.md" in prep.read_files and "/r/bug.py" in prep.modified_files
