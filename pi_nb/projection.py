@@ -359,10 +359,7 @@ def build_session_projection(
             projected.append(ProjectedEntry(entry, []))
             continue
         edit = edits.get(entry.get("id"))
-        if id(entry) in lazy:
-            projected.append(ProjectedEntry(entry, None, edit, resolve))
-        else:
-            projected.append(ProjectedEntry(entry, None, edit))
+        projected.append(ProjectedEntry(entry, None, edit, resolve if id(entry) in lazy else None))
     return Projection(
         leaf_id=path[-1]["id"] if path else None,
         path=path,
@@ -402,7 +399,7 @@ def extend_projection(previous: Projection, entry: Entry) -> Projection | None:
         message = entry.get("message")
         if isinstance(message, dict) and message.get("role") == "assistant":
             model = {"provider": message.get("provider"), "modelId": message.get("model")}
-    added = ProjectedEntry(entry, entry_messages(entry))
+    added = ProjectedEntry(entry)
     previous._path.append(entry)
     previous._entries.append(added)
     if shared is not None:

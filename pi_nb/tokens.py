@@ -12,7 +12,7 @@ import importlib.util
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -135,14 +135,23 @@ class ContextTokens:
 def estimate_context_tokens(messages: Sequence[Message], cache: TokenCache | None = None) -> ContextTokens:
     """Usage-first estimate over a message list (Pi's estimateContextTokens)."""
     est = cache.estimate if cache is not None else estimate_tokens
-    for index in range(len(messages) - 1, -1, -1):
-        usage = assistant_usage(messages[index])
+    return _usage_first(reversed(messages), len(messages), est)
+
+
+def _usage_first(newest_first: Iterable[Message], count: int, est: Any) -> ContextTokens:
+    """The usage-first estimate from ``count`` messages given newest first: the last valid
+    usage plus estimates of the messages after it (every estimate when there is none).
+    Stops at that usage, so older messages are never looked at."""
+    trailing = 0
+    index = count
+    for message in newest_first:
+        index -= 1
+        usage = assistant_usage(message)
         if usage is not None:
             usage_tokens = calculate_context_tokens(usage)
-            trailing = sum(est(m) for m in messages[index + 1 :])
             return ContextTokens(usage_tokens + trailing, usage_tokens, trailing, index)
-    total = sum(est(m) for m in messages)
-    return ContextTokens(total, 0, total, None)
+        trailing += est(message)
+    return ContextTokens(trailing, 0, trailing, None)
 
 
 def estimate_projected_context_tokens(
@@ -156,21 +165,17 @@ def estimate_projected_context_tokens(
     """
     est = cache.estimate if cache is not None else estimate_tokens
     branch = projection.light_path if branch is None else branch
-    index = projection.message_count
-    trailing = 0
-    for pe in reversed(projection.entries):
-        if not pe.message_count:
-            continue
-        for message in reversed(pe.messages):
-            index -= 1
-            usage = assistant_usage(message)
-            if usage is None:
-                trailing += est(message)
-                continue
-            if _after_invalidation(pe.id, branch):
-                usage_tokens = calculate_context_tokens(usage)
-                return ContextTokens(usage_tokens + trailing, usage_tokens, trailing, index)
-            return _heuristic_tokens(projection.messages, est)
+    newest_first = (
+        message
+        for pe in reversed(projection.entries)
+        if pe.message_count
+        for message in reversed(pe.messages)
+    )
+    estimate = _usage_first(newest_first, projection.message_count, est)
+    if estimate.lastUsageIndex is not None and _after_invalidation(
+        projection.source_of(estimate.lastUsageIndex).id, branch
+    ):
+        return estimate
     return _heuristic_tokens(projection.messages, est)
 
 

@@ -154,6 +154,10 @@ def _parse_clean(data: bytes, file: str, report: LoadReport) -> LoadedFile | Non
         light: list[Entry] = [decode(view[a:b]) for a, b in zip(starts, ends, strict=True)]
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
+
+    def line(position: int) -> memoryview:
+        return view[starts[position] : ends[position]]
+
     raw: dict[int, int] = {}
     for index, entry in enumerate(light):
         kind = entry.get("type")
@@ -162,11 +166,7 @@ def _parse_clean(data: bytes, file: str, report: LoadReport) -> LoadedFile | Non
         elif kind == "session":
             return None
         else:
-            light[index] = _decode_line(view[starts[index] : ends[index]])
-
-    def line(position: int) -> memoryview:
-        return view[starts[position] : ends[position]]
-
+            light[index] = _decode_line(line(index))
     return LoadedFile(header, light, report, raw, line)
 
 
