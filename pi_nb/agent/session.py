@@ -410,6 +410,11 @@ class Session:
         self._reserve = value
 
     @property
+    def threshold(self) -> int:
+        """W − R: a context estimate above it triggers compaction."""
+        return self.window - self.reserve
+
+    @property
     def keep(self) -> int:
         """Recent tokens kept verbatim by a compaction."""
         return self.settings.keep_recent_tokens
@@ -958,7 +963,7 @@ class Session:
                 "result": result,
                 "aborted": False,
                 "willRetry": will_retry,
-                "threshold": self.window - self.settings.reserve_tokens,
+                "threshold": self.threshold,
             }
         )
         if will_retry:
@@ -1009,7 +1014,7 @@ class Session:
                 "result": result,
                 "aborted": False,
                 "willRetry": False,
-                "threshold": self.window - self.settings.reserve_tokens,
+                "threshold": self.threshold,
             }
         )
         return result
@@ -1017,7 +1022,7 @@ class Session:
     def above_threshold_note(self, tokens: int | None) -> str | None:
         """A one-line hint when a compaction left ``tokens`` above W − R (the kept tail plus
         the summary do not fit: the next turn would compact again); None when it fits."""
-        return above_threshold_note(tokens, self.window - self.settings.reserve_tokens)
+        return above_threshold_note(tokens, self.threshold)
 
     def resolve(self, target: str) -> str:
         """An entry id for an id or a label."""

@@ -72,11 +72,13 @@ class FileOps:
         if tool_name == "apply_patch":
             self._add_patch(arguments.get("input"))
             return
-        kind, key = _FILE_TOOLS.get(tool_name, (None, "")) if isinstance(tool_name, str) else (None, "")
-        path = arguments.get(key) if kind else None
-        if not isinstance(path, str) or not path:
+        known = _FILE_TOOLS.get(tool_name) if isinstance(tool_name, str) else None
+        if known is None:
             return
-        getattr(self, kind).add(path)
+        kind, key = known
+        path = arguments.get(key)
+        if isinstance(path, str) and path:
+            getattr(self, kind).add(path)
 
     def _add_patch(self, patch: Any) -> None:
         """Files named by a Codex patch (``*** Add File:`` is written, the rest edited)."""

@@ -479,7 +479,7 @@ class PiMagics(Magics):
         tokens = s.context_tokens().tokens
         print(
             f"pi_nb: session {s.path or '(in memory)'} · model {s.model} · "
-            f"context ~{tokens:,}/{s.window:,} tokens (W − R = {s.window - s.reserve:,})"
+            f"context ~{tokens:,}/{s.window:,} tokens (W − R = {s.threshold:,})"
         )
 
     def _replace_session(self, new: Any) -> None:
@@ -655,7 +655,7 @@ class PiMagics(Magics):
             if estimate.lastUsageIndex is not None
             else "estimate incl. system prompt and tools"
         )
-        threshold = session.window - session.reserve
+        threshold = session.threshold
         print(f"context tokens : {estimate.tokens:,} ({source}; Pi's rule)")
         print(f"messages chars/4: {figures['heuristicTokens']:,}")
         print(
