@@ -159,7 +159,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _print_json(value: Any) -> None:
-    from .session.entries import js_numbers
+    from .entries import js_numbers
 
     # Numbers as JavaScript prints them (a float 0.0 read from a file is 0), like Pi.
     text = json.dumps(js_numbers(value), ensure_ascii=False)

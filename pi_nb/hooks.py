@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .entries import Message
 from .messages import current_system_message
-from .session.entries import Message
 
 __all__ = [
     "AGENT_END",

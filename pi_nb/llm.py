@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .session.entries import Message, empty_usage, js_numbers
+from .entries import Message, empty_usage, js_numbers
 
 _LOCK = threading.Lock()
 _LITELLM: Any = None

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .session.entries import Message
+from .entries import Message
 
 # Our own wording for the wrappers around summaries (Pi's constants are not copied).
 COMPACTION_SUMMARY_PREFIX = (

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any
 
-from .session.entries import Entry, Message, iso_to_ms, message_role
-from .session.tree import path_to
+from .display import to_html
+from .entries import Entry, Message, iso_to_ms, message_role, path_to
 
 # Roles a context edit's replacement applies to.
 _EDITABLE_ROLES = ("user", "assistant", "toolResult", "custom")
@@ -167,10 +167,9 @@ class Projection:
         """`{messages, thinkingLevel, model}` like Pi's buildSessionContext()."""
         return {"messages": self.messages, "thinkingLevel": self.thinking_level, "model": self.model}
 
-    def _repr_html_(self) -> str:
-        from .notebook.html import projection_html
-
-        return projection_html(self)
+    def _repr_html_(self) -> str | None:
+        # The renderer lives in the notebook layer, which registers it (pi_nb.display).
+        return to_html(self)
 
     def __repr__(self) -> str:
         return (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from .entries import Entry
 from .messages import content_text
-from .session.entries import Entry
 from .session.tree import SessionTree, TreeNode
 from .tokens import TokenCache
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from .entries import Entry, Message, js_len, js_stringify
 from .messages import current_system_message
-from .session.entries import Entry, Message, js_len, js_stringify
 
 if TYPE_CHECKING:
     from .projection import Projection

@@ -17,6 +17,8 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 .venv/bin/ruff check pi_nb tests bench scripts
+# The import contract of pyproject.toml [tool.importlinter]: layers import one way, no circles.
+.venv/bin/lint-imports --no-cache
 export PI_ORACLE_DIR="$PWD/.pi-oracle"
 # Notebooks run through nbval in the same session (outputs checked only where marked).
 .venv/bin/python -m pytest -q -rs -p no:cacheprovider tests notebooks \

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from pinb_testkit import assistant, new_tree, tool_call, tool_result, usage, user
 
-from pi_nb.session.entries import js_len, js_stringify
+from pi_nb.entries import js_len, js_stringify
 from pi_nb.tokens import (
     IMAGE_CHARS,
     TokenCache,

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..entries import Entry, Message, empty_usage
 from ..messages import to_request
-from ..session.entries import Entry, Message, empty_usage
 from ..session.tree import SessionTree
 from .overflow import ErrorKind, classify_exception, error_message_of
 from .tools import (

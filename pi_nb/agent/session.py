@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..session.entries import Entry, Message, empty_usage
+from ..display import to_html
+from ..entries import Entry, Message, empty_usage
 from ..session.tree import SessionTree
 from ..tokens import (
     ContextTokens,
@@ -168,15 +169,9 @@ class RunResult:
     def messages(self) -> list[Message]:
         return [e["message"] for e in self.entries if e.get("type") == "message"]
 
-    def _repr_html_(self) -> str:
-        from ..notebook.html import esc
-
-        status = "aborted" if self.aborted else f"error: {self.error}" if self.error else "ok"
-        return (
-            f"<div><b>RunResult</b> · {esc(status)} · {len(self.entries)} entries · "
-            f"{len(self.compactions)} compactions · {self.usage.get('totalTokens', 0)} tokens"
-            f"<pre style='white-space:pre-wrap'>{esc(self.text)}</pre></div>"
-        )
+    def _repr_html_(self) -> str | None:
+        # The renderer lives in the notebook layer, which registers it (pi_nb.display).
+        return to_html(self)
 
     def __repr__(self) -> str:
         status = "aborted" if self.aborted else f"error={self.error!r}" if self.error else "ok"
@@ -457,7 +452,7 @@ class Session:
     def _request_overhead(self, system_prompt: str | None = None) -> int:
         """Estimated tokens of the system prompt and tool declarations (sent with every request
         but not stored in the transcript)."""
-        from ..session.entries import js_len, js_stringify
+        from ..entries import js_len, js_stringify
 
         prompt = system_prompt if system_prompt is not None else (self.system_prompt or "")
         chars = js_len(prompt)
@@ -783,7 +778,7 @@ class Session:
                 if position < latest_compaction:
                     return False
             else:
-                from ..session.entries import iso_to_ms
+                from ..entries import iso_to_ms
 
                 stamp = iso_to_ms(branch[latest_compaction].get("timestamp")) or 0
                 if (message.get("timestamp") or 0) <= stamp:
@@ -1070,12 +1065,15 @@ class Session:
         target = self.resolve(entry_id)
         return self.tree.append_context_edit(target, None if omit else {"content": replace})
 
-    def _repr_html_(self) -> str:
-        from ..notebook.html import esc, session_html
+    @property
+    def known_window(self) -> int | None:
+        """The context window when already known (given, or resolved earlier), else None;
+        unlike :attr:`window` it never resolves (a display must not look the model up)."""
+        return self._window if self._window is not None else self._window_cache.get(self._model)
 
-        window = self._window if self._window is not None else self._window_cache.get(self._model)
-        head = f"<div><b>Session</b> · model <code>{esc(self._model)}</code></div>"
-        return head + session_html(self.tree, window=window)
+    def _repr_html_(self) -> str | None:
+        # The renderer lives in the notebook layer, which registers it (pi_nb.display).
+        return to_html(self)
 
     def __repr__(self) -> str:
         where = self.tree.path or "in memory"

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..entries import Entry, Message, iso_to_ms, new_entry_id, now_iso
 from ..hooks import (
     COMPACTION_END,
     COMPACTION_START,
@@ -25,7 +26,6 @@ from ..hooks import (
 )
 from ..messages import content_text, current_system_message
 from ..projection import build_session_projection, compaction_summary_message
-from ..session.entries import Entry, Message, iso_to_ms, new_entry_id, now_iso
 from ..tokens import estimate_tokens
 from .prepare import (
     CompactionPreparation,

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..entries import Message
 from ..projection import ProjectedEntry, entry_messages
-from ..session.entries import Message
 from ..tokens import estimate_tokens
 
 __all__ = [

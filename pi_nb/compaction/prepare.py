@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..entries import Entry, Message
 from ..projection import ProjectedEntry, build_session_projection
-from ..session.entries import Entry, Message
 from ..tokens import estimate_projected_context_tokens
 from .cut import CutPoint, find_cut_point
 from .settings import CompactionSettings

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..entries import Message, empty_usage, js_len, js_stringify
 from ..messages import content_text, convert_to_llm
-from ..session.entries import Message, empty_usage, js_len, js_stringify
 from .prompts import DEFAULT_PROMPTS, PromptSet
 
 __all__ = [

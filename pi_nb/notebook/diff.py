@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..entries import Message
 from ..projection import ProjectedEntry, Projection, build_session_projection
-from ..session.entries import Message
 from ..tokens import estimate_tokens
 from .html import esc, message_preview, status_chip, status_color
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..entries import Entry
 from ..projection import entry_messages
-from ..session.entries import Entry
 from ..tokens import TokenCache, estimate_tokens
 from .html import entry_preview
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..agent.session import RunResult, Session
+from ..display import register_html
+from ..entries import Entry, Message
 from ..messages import content_text
+from ..projection import Projection
 from ..render import describe_entry, one_line
-from ..session.entries import Entry, Message
-
-if TYPE_CHECKING:
-    from ..projection import Projection
-    from ..session.tree import SessionTree
+from ..session.tree import SessionTree
+from ..tokens import estimate_tokens
 
 # One colour per status, used by every rendering (tables, plots, diffs).
 STATUS_COLORS: dict[str, str] = {
@@ -107,8 +108,6 @@ def session_html(tree: SessionTree, window: int | None = None) -> str:
 
     With ``window`` the bar is drawn against the context window W.
     """
-    from ..tokens import estimate_tokens
-
     projection = tree.projection()
     context = tree.context_tokens()
     per_status: dict[str, int] = {}
@@ -171,8 +170,6 @@ def entry_html(entry: Entry, label: str | None = None, width: int = 2000) -> str
 
 def projection_html(projection: Projection, max_rows: int = 200, width: int = 100) -> str:
     """The projected context as a table: index, entry, role, status, tokens, preview."""
-    from ..tokens import estimate_tokens
-
     rows: list[str] = []
     total = 0
     index = 0
@@ -223,3 +220,27 @@ def table_html(
                 cells.append(f"<td style='text-align:left'>{esc(value)}</td>")
         body.append(f"<tr{style}>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def run_result_html(result: RunResult) -> str:
+    """One agent run: status, entries, compactions, tokens and the reply text."""
+    status = "aborted" if result.aborted else f"error: {result.error}" if result.error else "ok"
+    return (
+        f"<div><b>RunResult</b> · {esc(status)} · {len(result.entries)} entries · "
+        f"{len(result.compactions)} compactions · {result.usage.get('totalTokens', 0)} tokens"
+        f"<pre style='white-space:pre-wrap'>{esc(result.text)}</pre></div>"
+    )
+
+
+def agent_session_html(session: Session) -> str:
+    """An agent session: its model, then the session card drawn against the known window."""
+    head = f"<div><b>Session</b> · model <code>{esc(session.model)}</code></div>"
+    return head + session_html(session.tree, window=session.known_window)
+
+
+# The core objects' _repr_html_ look these up (pi_nb.display); importing this module,
+# which `import pi_nb` does, is what gives them their HTML.
+register_html(SessionTree, session_html)
+register_html(Projection, projection_html)
+register_html(RunResult, run_result_html)
+register_html(Session, agent_session_html)

@@ -732,7 +732,7 @@ def _is_bundled_sample(path: str) -> bool:
 
 
 def _new_file_name() -> str:
-    from ..session.entries import new_session_id, now_iso
+    from ..entries import new_session_id, now_iso
 
     return f"{now_iso().replace(':', '-').replace('.', '-')}_{new_session_id()}.jsonl"
 

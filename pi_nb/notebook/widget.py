@@ -27,7 +27,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from ..session.entries import Entry
+from ..entries import Entry
 from ..session.tree import SessionTree
 from ..tokens import TokenCache
 from . import widget_state

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..entries import Entry, Message
 from ..messages import content_text
 from ..projection import Projection, build_session_projection, entry_messages
 from ..render import describe_entry, one_line
-from ..session.entries import Entry, Message
 from ..tokens import ContextTokens, TokenCache, estimate_projected_context_tokens, estimate_tokens
 
 if TYPE_CHECKING:

@@ -12,10 +12,11 @@ them as working policies (and as worked examples for writing your own):
 - :mod:`.pruning` — **relevance pruning**: a ``context`` handler that ranks older tool results
   against the current request (BM25, optionally sentence embeddings) and replaces the least
   relevant by placeholders in the request only, under a token budget.
-- :mod:`.strategies` — both policies as strategies of the research comparison.
 
 Every policy only calls :meth:`pi_nb.hooks.Hooks.on` (and public functions); state lives in
-``custom`` entries, which Pi 1.3 ignores, so session files stay Pi-compatible.
+``custom`` entries, which Pi 1.3 ignores, so session files stay Pi-compatible. The research
+bench runs pins and pruning as strategies (``"pinned"``, ``"prune"`` in
+:mod:`pi_nb.research.strategies`); policies know nothing of the research layer above them.
 """
 
 from __future__ import annotations

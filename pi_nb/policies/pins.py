@@ -42,9 +42,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..entries import Entry, Message, js_stringify
 from ..hooks import SESSION_BEFORE_COMPACT, Event
 from ..messages import content_text
-from ..session.entries import Entry, Message, js_stringify
 from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
 
 if TYPE_CHECKING:

@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..entries import Message, js_stringify
 from ..hooks import CONTEXT, Event
 from ..messages import content_text
-from ..session.entries import Message, js_stringify
 from ..tokens import estimate_tokens
 from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
 

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..entries import Entry, Message, iso_to_ms
 from ..hooks import CONTEXT, Event
-from ..session.entries import Entry, Message, iso_to_ms
 from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
 
 if TYPE_CHECKING:

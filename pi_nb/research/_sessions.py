@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..session.entries import dumps_line
+from ..entries import dumps_line
 
 if TYPE_CHECKING:
     from ..session.tree import SessionTree

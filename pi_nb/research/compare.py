@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from ..compaction import CompactionSettings, PromptSet
-    from ..session.entries import Message
+    from ..entries import Message
     from .strategies import Compactor
 
 __all__ = ["COLUMNS", "compare_strategies", "plot_comparison", "run_job"]

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..session.entries import Message, js_stringify
+from ..entries import Message, js_stringify
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,6 @@ __all__ = [
     "compacted_span",
     "context_text",
     "extract_probes",
-    "fact_survival",
     "judge_probes",
     "match_probe",
     "probe_frame",
@@ -594,10 +593,3 @@ def judge_probes(
         )
     columns = ["probe_id", "category", "kind", "fact", "question", "answer", "score"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def fact_survival(*args: Any, **kwargs: Any) -> pd.DataFrame:
-    """See :func:`pi_nb.research.survival.fact_survival`."""
-    from .survival import fact_survival as run
-
-    return run(*args, **kwargs)

@@ -16,7 +16,9 @@ Strategies:
   the most recent ``keep_tokens`` tokens;
 - :class:`Hybrid` — mask first, then summarize only when the context is still over budget;
 - :class:`Extractive` — the non-LLM extractive summary of :mod:`pi_nb.models.extractive`;
-- :func:`callable_strategy` — any ``fn(messages, previous_summary, instructions) -> summary``.
+- :func:`callable_strategy` — any ``fn(messages, previous_summary, instructions) -> summary``;
+- :class:`PinnedSummary` (``"pinned"``) and :class:`RelevancePruning` (``"prune"``) — the
+  context policies of :mod:`pi_nb.policies` (pins, relevance pruning) as strategies.
 
 :func:`get_strategy` builds one from a short spec (``"mask:5"``, ``"window:keep_tokens=4000"``).
 """
@@ -25,12 +27,17 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..session.entries import Entry, Message, js_len
+from ..entries import Entry, Message, js_len
+from ..hooks import CONTEXT, Event, Hooks
+from ..messages import content_text
+from ..policies.pins import PinPolicy, pin
+from ..policies.pruning import RelevancePruner
 from ..tokens import estimate_tokens
 
 if TYPE_CHECKING:
@@ -47,10 +54,13 @@ __all__ = [
     "Hybrid",
     "ObservationMasking",
     "PiSummary",
+    "PinnedSummary",
+    "RelevancePruning",
     "SlidingWindow",
     "StrategyResult",
     "StrategyRun",
     "callable_strategy",
+    "constraint_sentences",
     "context_size",
     "get_strategy",
     "prepare_branch",
@@ -750,6 +760,173 @@ def callable_strategy(
     return CallableStrategy(incremental=incremental, file_lists=file_lists, fn=fn, label=label)
 
 
+# --- the context policies as strategies ---------------------------------------------------
+# PinnedSummary ("pinned") runs Pi's summary through PinPolicy: the pins on the branch, the
+# facts given and (auto_constraints) the user's constraint sentences of the summarized span
+# are pinned first, so constraint probes survive by construction and the other categories
+# show what that costs. RelevancePruning ("prune") records prune_messages' choice at the
+# fork as context_edit entries, so the strategy's projection is exactly the pruned request.
+
+_CONSTRAINT = re.compile(
+    r"\b(must|never|always|don't|don’t|do not|should|prefer|prefers|only|required?)\b", re.I
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def constraint_sentences(messages: Sequence[Message], limit: int = 8) -> list[str]:
+    """User sentences stating a constraint (must / never / always / only …), first ``limit``,
+    deduplicated, in order."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        for sentence in _SENTENCE_END.split(content_text(message.get("content"), "\n")):
+            sentence = " ".join(sentence.split())
+            if len(sentence) > 3 and _CONSTRAINT.search(sentence) and sentence not in seen:
+                seen.add(sentence)
+                out.append(sentence)
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def _policy_run(name: str, tree: SessionTree, fork_id: str | None) -> StrategyRun:
+    """A policy's result counts as compacted when its branch got a compaction or a context
+    edit."""
+    return StrategyRun(name, tree, fork_id, changes=("compaction", "context_edit"))
+
+
+@dataclass
+class PinnedSummary:
+    """Pi's summary with pins guaranteed to survive (:class:`~pi_nb.policies.pins.PinPolicy`).
+
+    Args:
+        auto_constraints: pin the user's constraint sentences of the span being summarized.
+        restore: ``"append"`` or ``"focused"`` (see :class:`~pi_nb.policies.pins.PinPolicy`).
+        facts: more facts to pin.
+    """
+
+    auto_constraints: bool = True
+    restore: str = "append"
+    facts: tuple[str, ...] = ()
+    name: str = field(default="pinned", init=False)
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str,
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        from ..compaction import CompactionError, compact
+
+        run = _policy_run(self.name, tree, fork_id)
+        settings = strategy_settings(settings, model)
+        preparation = prepare_branch(tree, settings)
+        if preparation is None:
+            return run.result(note="Nothing to compact")
+        wanted = list(self.facts)
+        if self.auto_constraints:
+            wanted += constraint_sentences(summarized_span(preparation))
+        for fact in wanted:
+            pin(tree, text=fact)
+        hooks = Hooks()
+        policy = PinPolicy(
+            model=model,
+            prompts=prompts,
+            window=window,
+            completion=completion,
+            restore=self.restore,  # type: ignore[arg-type]
+        ).install(hooks)
+        try:
+            done = compact(
+                tree,
+                model,
+                settings=settings,
+                prompts=prompts,
+                hooks=hooks,
+                window=window,
+                completion=completion,
+            )
+        except CompactionError as exc:
+            return run.result(note=str(exc))
+        finally:
+            policy.remove()
+        outcome = policy.outcomes[-1] if policy.outcomes else None
+        pins_details = (done.details.get("pins") if isinstance(done.details, dict) else None) or {}
+        return run.result(
+            summary=done.summary,
+            calls=outcome.calls if outcome is not None else done.calls,
+            usage=done.usage,
+            details={
+                "firstKeptEntryId": done.first_kept_entry_id,
+                "pinned": len(pins_details.get("facts", [])),
+                "restored": len(pins_details.get("restored", [])),
+                "verbatim": len(pins_details.get("verbatim", [])),
+            },
+        )
+
+
+@dataclass
+class RelevancePruning:
+    """Relevance pruning of the context at the fork, recorded as context edits.
+
+    Args:
+        budget: token budget of the context's messages (default: ``ratio`` of their size).
+        ratio: the budget as a share of the current size when ``budget`` is None.
+        keep_last: most recent tool results never pruned.
+        include_assistant: also prune older assistant texts.
+        ranker: ``"bm25"`` or ``"semantic"``.
+    """
+
+    budget: int | None = None
+    ratio: float = 0.5
+    keep_last: int = 3
+    include_assistant: bool = False
+    ranker: str = "bm25"
+    name: str = field(default="prune", init=False)
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str = "",
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        run = _policy_run(self.name, tree, fork_id)
+        pruner = RelevancePruner(
+            tree,
+            budget=self.budget,
+            ratio=self.ratio,
+            keep_last=self.keep_last,
+            include_assistant=self.include_assistant,
+            ranker=self.ranker,
+            record=True,
+        )
+        messages = [m for m in tree.projection().messages if m.get("role") != "system"]
+        pruner.on_context(Event(type=CONTEXT, messages=messages))
+        report = pruner.reports[-1]
+        return run.result(
+            note=None if report.pruned else "Nothing to prune",
+            details={
+                "pruned": [p.entry_id for p in report.pruned],
+                "budget": report.budget,
+                "metBudget": report.met_budget,
+                "candidates": len(report.candidates),
+                "query": report.query[:200],
+            },
+        )
+
+
 # --- by name -----------------------------------------------------------------------------------
 
 #: Spec name → (class, fixed keyword arguments).
@@ -760,16 +937,9 @@ STRATEGIES: dict[str, tuple[type, dict[str, Any]]] = {
     "window": (SlidingWindow, {}),
     "hybrid": (Hybrid, {}),
     "extractive": (Extractive, {}),
+    "pinned": (PinnedSummary, {}),
+    "prune": (RelevancePruning, {}),
 }
-
-
-def _register_policies() -> None:
-    # The context policies (pi_nb.policies) are strategies too; imported here, not at the
-    # top, because they build on this module's protocol.
-    from ..policies.strategies import PinnedSummary, RelevancePruning
-
-    STRATEGIES["pinned"] = (PinnedSummary, {})
-    STRATEGIES["prune"] = (RelevancePruning, {})
 
 #: What a comparison runs when not told otherwise.
 DEFAULT_STRATEGIES = ("pi", "pi-scratch", "mask", "window", "hybrid", "extractive")
@@ -813,6 +983,3 @@ def get_strategy(spec: str | Compactor) -> Compactor:
             )
         kwargs[key] = _value(value.strip())
     return cls(**kwargs)
-
-
-_register_policies()

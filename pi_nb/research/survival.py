@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from ..compaction import CompactionSettings, PromptSet
-    from ..session.entries import Message
+    from ..entries import Message
     from ..session.tree import SessionTree
     from .strategies import Compactor
 

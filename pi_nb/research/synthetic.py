@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..session.entries import Message, empty_usage, iso_to_ms
+from ..entries import Message, empty_usage, iso_to_ms
 
 if TYPE_CHECKING:
     from ..session.tree import SessionTree

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..compaction import CompactionSettings, PromptSet
-    from ..session.entries import Message
+    from ..entries import Message
 
 __all__ = ["PromptEditor", "TuningResult", "follow_layout", "prompt_editor", "tune"]
 

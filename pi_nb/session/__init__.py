@@ -1,6 +1,6 @@
 """The session store: Pi-compatible JSONL files as an append-only tree of entries."""
 
-from .entries import CURRENT_SESSION_VERSION, Entry, Message, js_len, js_stringify
+from ..entries import CURRENT_SESSION_VERSION, Entry, Message, js_len, js_stringify
 from .jsonl import (
     LoadReport,
     NotASessionError,

@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from .entries import CURRENT_SESSION_VERSION, Entry, LightHead, new_entry_id
+from ..entries import CURRENT_SESSION_VERSION, Entry, LightHead, new_entry_id
 
 
 class SessionError(Exception):

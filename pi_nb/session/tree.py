@@ -9,26 +9,34 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .entries import (
+from ..display import to_html
+from ..entries import (
     CURRENT_SESSION_VERSION,
     Entry,
     Message,
+    iso_to_ms,
     message_role,
     new_entry_id,
     new_session_id,
     now_iso,
+    path_to,
+)
+from ..messages import current_system_message
+from ..projection import Projection, build_session_projection, extend_projection
+from ..redact import needs_redaction, redact_obj
+from ..tokens import (
+    ContextTokens,
+    TokenCache,
+    estimate_projected_context_tokens,
+    extend_context_tokens,
 )
 from .jsonl import Appender, LoadReport, SessionError, encode_line, load_file, parse_entry_line
 from .lock import LockMode, SessionLock
-
-if TYPE_CHECKING:
-    from ..projection import Projection
-    from ..tokens import ContextTokens, TokenCache
 
 
 class EntryNotFoundError(SessionError, KeyError):
@@ -348,8 +356,6 @@ class SessionTree:
 
     def tree(self) -> list[TreeNode]:
         """The whole tree: roots (parent null, self or unknown) with children sorted by time."""
-        from .entries import iso_to_ms
-
         # One node per id: with duplicate ids (hand-edited files) the entry the index
         # resolves (the last one) stands for the id, so the result is always a forest.
         by_id = self.by_id
@@ -378,8 +384,6 @@ class SessionTree:
 
     def projection(self, leaf_id: str | object | None = ...) -> Projection:
         """C = P(H) for a leaf (the current one by default); cached and extended on append."""
-        from ..projection import build_session_projection, extend_projection
-
         if leaf_id is not ... and leaf_id != self._leaf_id:
             return build_session_projection(
                 self._list, leaf_id, self._by_id, self._full, self._raw
@@ -393,8 +397,6 @@ class SessionTree:
             extended = extend_projection(cached, leaf)
             if extended is not None:
                 if cached.tokens is not None:
-                    from ..tokens import extend_context_tokens
-
                     extended.tokens = extend_context_tokens(
                         cached.tokens, extended.entries[-1].messages, before, self.token_cache
                     )
@@ -407,8 +409,6 @@ class SessionTree:
 
     def context_tokens(self, leaf_id: str | object | None = ...) -> ContextTokens:
         """Pi 1.3's projected context estimate for a leaf (kept current in O(1) per append)."""
-        from ..tokens import estimate_projected_context_tokens
-
         projection = self.projection(leaf_id)
         if projection.tokens is None:
             projection.tokens = estimate_projected_context_tokens(
@@ -420,8 +420,6 @@ class SessionTree:
     def token_cache(self) -> TokenCache:
         """Per-message token estimates, shared by every projection of this tree."""
         if self._token_cache is None:
-            from ..tokens import TokenCache
-
             self._token_cache = TokenCache()
         return self._token_cache
 
@@ -463,8 +461,6 @@ class SessionTree:
         """
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or entry["id"] in self._by_id:
             raise SessionError("entry needs a fresh string id")
-        from ..redact import needs_redaction, redact_obj
-
         if self._appender is None:
             redact_obj(entry, in_place=True)
             self._index(entry)
@@ -604,8 +600,6 @@ class SessionTree:
         usage: dict[str, Any] | None = None,
     ) -> Entry:
         """Append a compaction checkpoint; ``first_kept_entry_id=None`` keeps nothing."""
-        from ..messages import current_system_message
-
         if first_kept_entry_id is not None and first_kept_entry_id not in self._by_id:
             raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
         system = current_system_message(self.projection().messages)
@@ -617,8 +611,6 @@ class SessionTree:
             if value is not None:
                 entry[key] = value
         if system is not None:
-            from .entries import iso_to_ms
-
             entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
         return self.append_entry(entry)
 
@@ -733,8 +725,6 @@ class SessionTree:
         Label entries are dropped from the path (parents re-linked) and fresh label entries
         for the path's current labels are appended, as Pi's createBranchedSession does.
         """
-        from ..redact import redact_obj
-
         leaf = self._leaf_id if leaf_id is None else leaf_id
         branch = self.get_branch(leaf)
         if not branch:
@@ -785,11 +775,9 @@ class SessionTree:
             new._write_all()
         return new
 
-    def _repr_html_(self) -> str:
-        # Rendering lives in the notebook layer; it is plain HTML strings, no widgets.
-        from ..notebook.html import session_html
-
-        return session_html(self)
+    def _repr_html_(self) -> str | None:
+        # The renderer lives in the notebook layer, which registers it (pi_nb.display).
+        return to_html(self)
 
     def __repr__(self) -> str:
         where = self.path or "in memory"
@@ -797,44 +785,6 @@ class SessionTree:
 
 
 _BAD_PARENT = object()  # children-index key for entries whose parentId is not a string
-
-
-def path_to(leaf: Entry | None, by_id: Mapping[str, Entry]) -> list[Entry]:
-    """Root→``leaf`` through ``parentId`` links, as Pi walks them: an empty, missing or
-    unknown parent ends the walk; so does the first repeated entry (a parent cycle in a
-    hand-edited file)."""
-    if leaf is None:
-        return []
-    get = by_id.get
-    path = [leaf]
-    append = path.append
-    node = leaf
-    budget = len(by_id) + 1  # more steps than entries can only mean a cycle
-    try:
-        while budget:
-            parent = node.get("parentId")
-            node = get(parent) if parent else None
-            if node is None:
-                path.reverse()
-                return path
-            append(node)
-            budget -= 1
-    except TypeError:  # an unhashable parentId
-        pass
-    return _path_to_checked(leaf, by_id)
-
-
-def _path_to_checked(leaf: Entry, by_id: Mapping[str, Entry]) -> list[Entry]:
-    path: list[Entry] = []
-    seen: set[int] = set()
-    node: Entry | None = leaf
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
-        path.append(node)
-        parent = node.get("parentId")
-        node = by_id.get(parent) if isinstance(parent, str) and parent else None
-    path.reverse()
-    return path
 
 
 def _parent_key(entry: Entry) -> Any:

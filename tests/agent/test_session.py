@@ -12,10 +12,10 @@ from agent_helpers import script_of, texts, turn_requests
 
 from pi_nb.agent import OVERFLOW_RECOVERY_FAILED, RetryPolicy, Session
 from pi_nb.agent.cli import compact_cli, run_prompt_cli
+from pi_nb.entries import empty_usage
 from pi_nb.messages import COMPACTION_SUMMARY_PREFIX
 from pi_nb.models.scripted import Script
 from pi_nb.session import SessionTree
-from pi_nb.session.entries import empty_usage
 
 
 def _call(name, **arguments):

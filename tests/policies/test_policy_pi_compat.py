@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MODEL, Forgetful, filler_turns
 from pinb_testkit import user
+from policy_helpers import MODEL, Forgetful, filler_turns
 
 from pi_nb.compaction import CompactionSettings, compact
 from pi_nb.hooks import Hooks

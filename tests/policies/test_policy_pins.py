@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import MODEL, Forgetful, add_turn, filler_turns, reply
 from pinb_testkit import user
+from policy_helpers import MODEL, Forgetful, add_turn, filler_turns, reply
 
 from pi_nb.compaction import CompactionSettings, compact
 from pi_nb.hooks import Hooks

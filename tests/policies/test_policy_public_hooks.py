@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import MODEL, Forgetful, filler_turns
+from policy_helpers import MODEL, Forgetful, filler_turns
 
 from pi_nb.compaction import CompactionSettings, compact
 from pi_nb.hooks import CONTEXT, SESSION_BEFORE_COMPACT, Hooks

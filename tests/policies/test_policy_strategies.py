@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from conftest import Forgetful, filler_turns
 from pinb_testkit import user
+from policy_helpers import Forgetful, filler_turns
 
 from pi_nb.compaction import CompactionSettings
-from pi_nb.policies.strategies import (
-    STRATEGY_SPECS,
+from pi_nb.research.compare import compare_strategies
+from pi_nb.research.strategies import (
+    STRATEGIES,
+    Compactor,
     PinnedSummary,
     RelevancePruning,
     constraint_sentences,
-    register,
+    get_strategy,
 )
-from pi_nb.research.compare import compare_strategies
-from pi_nb.research.strategies import Compactor, get_strategy
 
 SETTINGS = CompactionSettings(reserve_tokens=2000, keep_recent_tokens=300)
 
@@ -34,16 +34,11 @@ def test_constraint_sentences():
     assert constraint_sentences(messages) == ["Money must never be a float.", "Only touch shop/."]
 
 
-def test_both_are_compactors_and_registrable(monkeypatch):
-    import pi_nb.research.strategies as research
-
-    monkeypatch.setattr(research, "STRATEGIES", dict(research.STRATEGIES))
+def test_both_are_compactors_in_the_one_registry():
     assert isinstance(PinnedSummary(), Compactor)
     assert isinstance(RelevancePruning(), Compactor)
-    table = {}
-    register(table)
-    assert table == STRATEGY_SPECS
-    register()
+    assert STRATEGIES["pinned"] == (PinnedSummary, {})
+    assert STRATEGIES["prune"] == (RelevancePruning, {})
     assert get_strategy("prune:4000") == RelevancePruning(budget=4000)
     assert get_strategy("pinned:false") == PinnedSummary(auto_constraints=False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import add_turn
+from policy_helpers import add_turn
 
 from pi_nb.agent import Session
 from pi_nb.models.scripted import Script

@@ -7,9 +7,9 @@ import copy
 import pytest
 from pinb_testkit import assistant, new_tree, roles, texts, tool_call, tool_result, user
 
+from pi_nb.entries import iso_to_ms
 from pi_nb.projection import build_session_projection
 from pi_nb.session import ContextEditError, EntryNotFoundError
-from pi_nb.session.entries import iso_to_ms
 
 
 def _conversation():

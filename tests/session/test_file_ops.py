@@ -544,7 +544,7 @@ def test_list_sessions_modified_falls_back_to_header_time(tmp_path, monkeypatch)
     tree.append_model_change("p", "m")
     tree.flush()
     (info,) = list_sessions("/proj")
-    from pi_nb.session.entries import iso_to_ms
+    from pi_nb.entries import iso_to_ms
 
     assert info.modified_ms == iso_to_ms(tree.header["timestamp"])
     assert info.message_count == 0

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pinb_testkit import Clock, assistant, new_tree, roles, texts, user
 
+from pi_nb.entries import new_entry_id
 from pi_nb.session import EntryNotFoundError, SessionError, SessionTree
-from pi_nb.session.entries import new_entry_id
 
 
 def _shape(nodes):

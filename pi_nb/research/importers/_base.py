@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...session.entries import CURRENT_SESSION_VERSION, Entry, Message, empty_usage, iso_to_ms
+from ...entries import CURRENT_SESSION_VERSION, Entry, Message, empty_usage, iso_to_ms
 
 if TYPE_CHECKING:
     import pandas as pd

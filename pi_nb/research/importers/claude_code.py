@@ -25,7 +25,7 @@ import os
 from collections import defaultdict
 from typing import Any
 
-from ...session.entries import Entry, Message
+from ...entries import Entry, Message
 from ._base import (
     ImportResult,
     TranscriptImportError,

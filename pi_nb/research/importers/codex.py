@@ -28,7 +28,7 @@ import os
 import re
 from typing import Any
 
-from ...session.entries import Entry, Message
+from ...entries import Entry, Message
 from ._base import (
     ImportResult,
     TranscriptImportError,

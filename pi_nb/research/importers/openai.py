@@ -23,7 +23,7 @@ import json
 import os
 from typing import Any
 
-from ...session.entries import Message
+from ...entries import Message
 from ._base import (
     ImportReport,
     ImportResult,

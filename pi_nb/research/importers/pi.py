@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from ...session.entries import ENTRY_TYPES, Entry
+from ...entries import ENTRY_TYPES, Entry
 from ._base import (
     ImportReport,
     ImportResult,

@@ -13,7 +13,7 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypedDict
 
@@ -294,3 +294,41 @@ def js_numbers(value: Any) -> Any:
 def dumps_line(entry: Any) -> str:
     """Serialize one entry as a JSON line the way Pi writes it (no trailing newline)."""
     return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
+
+
+def path_to(leaf: Entry | None, by_id: Mapping[str, Entry]) -> list[Entry]:
+    """Root→``leaf`` through ``parentId`` links, as Pi walks them: an empty, missing or
+    unknown parent ends the walk; so does the first repeated entry (a parent cycle in a
+    hand-edited file)."""
+    if leaf is None:
+        return []
+    get = by_id.get
+    path = [leaf]
+    append = path.append
+    node = leaf
+    budget = len(by_id) + 1  # more steps than entries can only mean a cycle
+    try:
+        while budget:
+            parent = node.get("parentId")
+            node = get(parent) if parent else None
+            if node is None:
+                path.reverse()
+                return path
+            append(node)
+            budget -= 1
+    except TypeError:  # an unhashable parentId
+        pass
+    return _path_to_checked(leaf, by_id)
+
+
+def _path_to_checked(leaf: Entry, by_id: Mapping[str, Entry]) -> list[Entry]:
+    path: list[Entry] = []
+    seen: set[int] = set()
+    node: Entry | None = leaf
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        path.append(node)
+        parent = node.get("parentId")
+        node = by_id.get(parent) if isinstance(parent, str) and parent else None
+    path.reverse()
+    return path
