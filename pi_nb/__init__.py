@@ -1,7 +1,16 @@
 """pi_nb — drive and study LLM agents with Pi-style context management, in Jupyter.
 
-Heavy dependencies (litellm, pandas, matplotlib, widgets) are imported on first use only:
-``import pi_nb`` stays instant. Public names resolve lazily.
+``import pi_nb`` imports every layer except the widget, so a broken module fails here, at
+import, not at the first attribute use. It still imports none of the heavy libraries
+(litellm, pandas, matplotlib, networkx, anywidget): the modules that need them import them
+inside the functions that use them. Only the session explorer widget, whose module imports
+anywidget and ipywidgets at the top, is resolved on first use.
+
+The layers, each importing only those below it (checked by ``lint-imports``, see
+pyproject.toml): notebook / cli → research → policies → agent → compaction → hooks, llm →
+models → render → session → projection, tokens → messages, redact → display, entries.
+Importing :mod:`pi_nb.notebook` here also registers the HTML renderers of the core objects
+(:mod:`pi_nb.display`), so their ``_repr_html_`` work in a notebook.
 """
 
 from __future__ import annotations
@@ -9,63 +18,111 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .agent import RunResult, Session, Tool, tool_from_function
+from .compaction import (
+    DEFAULT_PROMPTS,
+    CompactionSettings,
+    PromptSet,
+    compact,
+    navigate,
+    prepare_compaction,
+    preview_compaction,
+)
+from .hooks import Hooks
+from .messages import convert_to_llm, normalize, to_request
+from .notebook import (
+    context_frame,
+    diff_projection,
+    entries_frame,
+    latest_compaction_diff,
+    plot_tree,
+    plot_usage,
+    to_networkx,
+    usage_frame,
+)
+from .projection import Projection, build_session_projection
+from .redact import redact, redact_obj
+from .research import compare_strategies, fact_survival, import_transcript, tune
+from .session import (
+    ContextEditError,
+    EntryNotFoundError,
+    NotASessionError,
+    SessionError,
+    SessionLockedError,
+    SessionTree,
+    TreeNode,
+    list_sessions,
+    load_file,
+)
+from .tokens import (
+    ContextTokens,
+    count_exact,
+    estimate_context_tokens,
+    estimate_projected_context_tokens,
+    estimate_tokens,
+    should_compact,
+)
+
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# Heavy at import (anywidget, ipywidgets): resolved on first use.
 _LAZY = {
-    "SessionTree": "pi_nb.session.tree",
-    "TreeNode": "pi_nb.session.tree",
-    "SessionError": "pi_nb.session.jsonl",
-    "NotASessionError": "pi_nb.session.jsonl",
-    "EntryNotFoundError": "pi_nb.session.tree",
-    "ContextEditError": "pi_nb.session.tree",
-    "list_sessions": "pi_nb.session.listing",
-    "load_file": "pi_nb.session.jsonl",
-    "SessionLockedError": "pi_nb.session.lock",
-    "redact": "pi_nb.redact",
-    "redact_obj": "pi_nb.redact",
-    "Projection": "pi_nb.projection",
-    "build_session_projection": "pi_nb.projection",
-    "convert_to_llm": "pi_nb.messages",
-    "normalize": "pi_nb.messages",
-    "to_request": "pi_nb.messages",
-    "estimate_tokens": "pi_nb.tokens",
-    "estimate_context_tokens": "pi_nb.tokens",
-    "estimate_projected_context_tokens": "pi_nb.tokens",
-    "count_exact": "pi_nb.tokens",
-    "should_compact": "pi_nb.tokens",
-    "ContextTokens": "pi_nb.tokens",
-    # the agent
-    "Session": "pi_nb.agent",
-    "RunResult": "pi_nb.agent",
-    "Tool": "pi_nb.agent",
-    "tool_from_function": "pi_nb.agent",
-    "Hooks": "pi_nb.hooks",
-    # compaction
-    "CompactionSettings": "pi_nb.compaction",
-    "PromptSet": "pi_nb.compaction",
-    "DEFAULT_PROMPTS": "pi_nb.compaction",
-    "compact": "pi_nb.compaction",
-    "preview_compaction": "pi_nb.compaction",
-    "prepare_compaction": "pi_nb.compaction",
-    "navigate": "pi_nb.compaction",
-    # notebook views (heavy libraries load when these are called)
-    "to_networkx": "pi_nb.notebook",
-    "plot_tree": "pi_nb.notebook",
-    "usage_frame": "pi_nb.notebook",
-    "plot_usage": "pi_nb.notebook",
-    "context_frame": "pi_nb.notebook",
-    "entries_frame": "pi_nb.notebook",
-    "diff_projection": "pi_nb.notebook",
-    "latest_compaction_diff": "pi_nb.notebook",
-    "SessionExplorer": "pi_nb.notebook",
-    "explore": "pi_nb.notebook",
-    # research
-    "compare_strategies": "pi_nb.research",
-    "import_transcript": "pi_nb.research",
-    "tune": "pi_nb.research",
-    "fact_survival": "pi_nb.research",
+    "SessionExplorer": "pi_nb.notebook.widget",
+    "explore": "pi_nb.notebook.widget",
 }
+
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "CompactionSettings",
+    "ContextEditError",
+    "ContextTokens",
+    "EntryNotFoundError",
+    "Hooks",
+    "NotASessionError",
+    "Projection",
+    "PromptSet",
+    "RunResult",
+    "Session",
+    "SessionError",
+    "SessionExplorer",
+    "SessionLockedError",
+    "SessionTree",
+    "Tool",
+    "TreeNode",
+    "build_session_projection",
+    "compact",
+    "compare_strategies",
+    "context_frame",
+    "convert_to_llm",
+    "count_exact",
+    "diff_projection",
+    "entries_frame",
+    "estimate_context_tokens",
+    "estimate_projected_context_tokens",
+    "estimate_tokens",
+    "explore",
+    "fact_survival",
+    "import_transcript",
+    "latest_compaction_diff",
+    "list_sessions",
+    "load_file",
+    "load_ipython_extension",
+    "navigate",
+    "normalize",
+    "plot_tree",
+    "plot_usage",
+    "prepare_compaction",
+    "preview_compaction",
+    "redact",
+    "redact_obj",
+    "should_compact",
+    "to_networkx",
+    "to_request",
+    "tool_from_function",
+    "tune",
+    "unload_ipython_extension",
+    "usage_frame",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -78,7 +135,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted({*globals(), *_LAZY})
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -89,6 +146,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    """`%unload_ext pi_nb`: remove the magics again."""
     from .notebook.magics import unload_ipython_extension as unload
 
     unload(ipython)

@@ -1,7 +1,10 @@
 """The notebook layer: magics, the session explorer widget, graphs, frames, plots, diffs.
 
-Nothing here is imported by the core; each submodule imports its heavy dependency
-(pandas, matplotlib, networkx, anywidget) inside the functions that need it.
+The top layer: nothing below imports it. Importing it registers the HTML renderers of the
+core objects (:mod:`.html` fills :mod:`pi_nb.display`). The submodules import their heavy
+dependency (pandas, matplotlib, networkx) inside the functions that need it; only the widget
+module imports anywidget/ipywidgets at the top, so ``SessionExplorer`` and ``explore``
+resolve on first use. The magics (IPython) load with ``%load_ext pi_nb``.
 """
 
 from __future__ import annotations
@@ -9,24 +12,39 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import html  # registers the core objects' HTML renderers
+from .diff import ProjectionDiff, diff_projection, latest_compaction_diff
+from .frames import context_frame, entries_frame, usage_frame
+from .graph import to_networkx, tree_layout
+from .plots import plot_tree, plot_usage
+
+# Heavy at import (anywidget, ipywidgets): resolved on first use.
 _LAZY = {
-    "to_networkx": "pi_nb.notebook.graph",
-    "tree_layout": "pi_nb.notebook.graph",
-    "plot_tree": "pi_nb.notebook.plots",
-    "plot_usage": "pi_nb.notebook.plots",
-    "usage_frame": "pi_nb.notebook.frames",
-    "entries_frame": "pi_nb.notebook.frames",
-    "context_frame": "pi_nb.notebook.frames",
-    "diff_projection": "pi_nb.notebook.diff",
-    "latest_compaction_diff": "pi_nb.notebook.diff",
-    "ProjectionDiff": "pi_nb.notebook.diff",
     "SessionExplorer": "pi_nb.notebook.widget",
     "explore": "pi_nb.notebook.widget",
 }
+
+__all__ = [
+    "ProjectionDiff",
+    "SessionExplorer",
+    "context_frame",
+    "diff_projection",
+    "entries_frame",
+    "explore",
+    "html",
+    "latest_compaction_diff",
+    "plot_tree",
+    "plot_usage",
+    "to_networkx",
+    "tree_layout",
+    "usage_frame",
+]
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'pi_nb.notebook' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

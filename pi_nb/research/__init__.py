@@ -1,7 +1,7 @@
 """The research bench: compaction strategies side by side, probe-based quality, prompt tuning,
 and importers for other agents' transcripts.
 
-Submodules (imported lazily, nothing heavy at ``import pi_nb.research``):
+Submodules (all imported here; none imports pandas or matplotlib before a function needs it):
 
 - :mod:`.importers` — Pi / Claude Code / Codex / OpenAI transcripts → Pi session trees;
 - :mod:`.strategies` — the :class:`~.strategies.Compactor` protocol and the strategies;
@@ -15,56 +15,71 @@ Submodules (imported lazily, nothing heavy at ``import pi_nb.research``):
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .compare import compare_strategies, plot_comparison
+from .importers import (
+    ImportReport,
+    ImportResult,
+    detect_format,
+    import_claude_code,
+    import_codex,
+    import_openai,
+    import_pi,
+    import_transcript,
+)
+from .probes import Probe, compacted_span, extract_probes, judge_probes, probe_recall, score_probes
+from .strategies import (
+    STRATEGIES,
+    CallableStrategy,
+    Compactor,
+    Extractive,
+    Hybrid,
+    ObservationMasking,
+    PinnedSummary,
+    PiSummary,
+    RelevancePruning,
+    SlidingWindow,
+    StrategyResult,
+    callable_strategy,
+    get_strategy,
+)
+from .survival import fact_survival, plot_survival
+from .synthetic import generate_session
+from .tuning import TuningResult, prompt_editor, tune
 
-_EXPORTS = {
-    "import_transcript": "importers",
-    "import_pi": "importers",
-    "import_claude_code": "importers",
-    "import_codex": "importers",
-    "import_openai": "importers",
-    "detect_format": "importers",
-    "ImportReport": "importers",
-    "ImportResult": "importers",
-    "Compactor": "strategies",
-    "StrategyResult": "strategies",
-    "PiSummary": "strategies",
-    "ObservationMasking": "strategies",
-    "SlidingWindow": "strategies",
-    "Hybrid": "strategies",
-    "Extractive": "strategies",
-    "CallableStrategy": "strategies",
-    "callable_strategy": "strategies",
-    "get_strategy": "strategies",
-    "STRATEGIES": "strategies",
-    "Probe": "probes",
-    "extract_probes": "probes",
-    "score_probes": "probes",
-    "probe_recall": "probes",
-    "judge_probes": "probes",
-    "compacted_span": "probes",
-    "fact_survival": "survival",
-    "plot_survival": "survival",
-    "generate_session": "synthetic",
-    "compare_strategies": "compare",
-    "plot_comparison": "compare",
-    "tune": "tuning",
-    "TuningResult": "tuning",
-    "prompt_editor": "tuning",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pi_nb.research' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__all__ = [
+    "STRATEGIES",
+    "CallableStrategy",
+    "Compactor",
+    "Extractive",
+    "Hybrid",
+    "ImportReport",
+    "ImportResult",
+    "ObservationMasking",
+    "PiSummary",
+    "PinnedSummary",
+    "Probe",
+    "RelevancePruning",
+    "SlidingWindow",
+    "StrategyResult",
+    "TuningResult",
+    "callable_strategy",
+    "compacted_span",
+    "compare_strategies",
+    "detect_format",
+    "extract_probes",
+    "fact_survival",
+    "generate_session",
+    "get_strategy",
+    "import_claude_code",
+    "import_codex",
+    "import_openai",
+    "import_pi",
+    "import_transcript",
+    "judge_probes",
+    "plot_comparison",
+    "plot_survival",
+    "probe_recall",
+    "prompt_editor",
+    "score_probes",
+    "tune",
+]
