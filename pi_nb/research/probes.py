@@ -33,12 +33,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..compaction import CompactionSettings, prepare_compaction
 from ..entries import Message, js_stringify
+from ..messages import content_text
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..compaction import CompactionSettings
     from ..session.tree import SessionTree
 
 __all__ = [
@@ -430,8 +431,6 @@ def compacted_span(
 ) -> list[Message]:
     """The messages Pi's compaction would remove at ``leaf`` (summarized history plus a
     split turn's prefix); [] when there is nothing to compact."""
-    from ..compaction import CompactionSettings, prepare_compaction
-
     branch = tree.get_branch(leaf) if leaf is not None else tree.get_branch()
     preparation = prepare_compaction(branch, settings or CompactionSettings())
     if preparation is None:
@@ -545,8 +544,6 @@ def judge_probes(
     (score in 0..1).
     """
     import pandas as pd
-
-    from ..messages import content_text
 
     if grader not in ("match", "llm"):
         raise ValueError(f"grader must be 'match' or 'llm', not {grader!r}")

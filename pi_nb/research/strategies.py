@@ -33,16 +33,31 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..compaction import (
+    DEFAULT_PROMPTS,
+    CompactionError,
+    CompactionPreparation,
+    CompactionSettings,
+    FileOps,
+    PromptSet,
+    compact,
+    format_file_operations,
+    generate_summary,
+    prepare_compaction,
+    resolve_window,
+    serialize_conversation,
+)
+from ..compaction.prepare import file_ops_from_message
 from ..entries import Entry, Message, js_len
 from ..hooks import CONTEXT, Event, Hooks
-from ..messages import content_text
+from ..messages import content_text, convert_to_llm
+from ..models.extractive import extractive_summary
 from ..policies.pins import PinPolicy, pin
 from ..policies.pruning import RelevancePruner
+from ..projection import Projection, apply_edit, entry_messages
 from ..tokens import estimate_tokens
 
 if TYPE_CHECKING:
-    from ..compaction import CompactionPreparation, CompactionSettings, PromptSet
-    from ..projection import Projection
     from ..session.tree import SessionTree
 
 __all__ = [
@@ -277,20 +292,14 @@ class StrategyRun:
 
 
 def strategy_settings(settings: CompactionSettings | None, model: str) -> CompactionSettings:
-    from ..compaction import CompactionSettings
-
     return (settings or CompactionSettings()).for_model(model)
 
 
 def prepare_branch(tree: SessionTree, settings: CompactionSettings) -> CompactionPreparation | None:
-    from ..compaction import prepare_compaction
-
     return prepare_compaction(tree.get_branch(), settings)
 
 
 def _file_lists(preparation: CompactionPreparation) -> tuple[dict[str, list[str]], str]:
-    from ..compaction import format_file_operations
-
     details = preparation.file_ops.details()
     return details, format_file_operations(details["readFiles"], details["modifiedFiles"])
 
@@ -332,8 +341,6 @@ class PiSummary:
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult:
-        from ..compaction import CompactionError, compact
-
         run = StrategyRun(self.name, tree, fork_id)
         settings = strategy_settings(settings, model)
         if not self.incremental:
@@ -366,9 +373,6 @@ class PiSummary:
         completion: Callable[..., Message] | None,
         window: int | None,
     ) -> StrategyResult:
-        from ..compaction import FileOps, format_file_operations, generate_summary
-        from ..compaction.prepare import file_ops_from_message
-
         tree = run.tree
         preparation = prepare_branch(tree, settings)
         if preparation is None:
@@ -411,8 +415,6 @@ def original_history(branch: Sequence[Entry], first_kept_id: str) -> list[Messag
     """The messages of a branch before ``first_kept_id`` as first written — compaction
     summaries left out, the latest context edit of each message applied, no system
     messages: what a from-scratch summary reads."""
-    from ..projection import apply_edit, entry_messages
-
     edits = {
         e["targetId"]: e
         for e in branch
@@ -594,8 +596,6 @@ class Hybrid:
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult:
-        from ..compaction import resolve_window
-
         run = StrategyRun(self.name, tree, fork_id)
         masked, kept = mask_tool_results(tree, self.keep_last)
         settings = strategy_settings(settings, model)
@@ -656,8 +656,6 @@ class _SummaryStrategy:
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult:
-        from ..compaction import DEFAULT_PROMPTS
-
         run = StrategyRun(self.name, tree, fork_id)
         preparation = prepare_branch(tree, strategy_settings(settings, model))
         if preparation is None:
@@ -704,10 +702,6 @@ class Extractive(_SummaryStrategy):
         preparation: CompactionPreparation,
         prompts: PromptSet,
     ) -> tuple[str, dict[str, Any] | None, int]:
-        from ..compaction import serialize_conversation
-        from ..messages import convert_to_llm
-        from ..models.extractive import extractive_summary
-
         conversation = serialize_conversation(convert_to_llm(messages))
         budget = math.floor(0.8 * preparation.settings.reserve_tokens)
         return extractive_summary(conversation, previous, max(budget, 1)), None, 0
@@ -823,8 +817,6 @@ class PinnedSummary:
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult:
-        from ..compaction import CompactionError, compact
-
         run = _policy_run(self.name, tree, fork_id)
         settings = strategy_settings(settings, model)
         preparation = prepare_branch(tree, settings)

@@ -13,16 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..compaction import CompactionSettings
+from ._sessions import copy_tree
 from .probes import CATEGORIES, Probe, compacted_span, context_text, extract_probes, score_probes
+from .strategies import Compactor, context_size, get_strategy, text_tokens
+from .synthetic import append_turns
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
 
-    from ..compaction import CompactionSettings, PromptSet
+    from ..compaction import PromptSet
     from ..entries import Message
     from ..session.tree import SessionTree
-    from .strategies import Compactor
 
 __all__ = ["fact_survival", "plot_survival"]
 
@@ -76,11 +79,6 @@ def fact_survival(
         normalized-match recall against the whole post-compaction context.
     """
     import pandas as pd
-
-    from ..compaction import CompactionSettings
-    from ._sessions import copy_tree
-    from .strategies import context_size, get_strategy, text_tokens
-    from .synthetic import append_turns
 
     compactor = get_strategy(strategy)
     settings = settings or CompactionSettings()
