@@ -1,7 +1,10 @@
 """Entry and message shapes, ids and timestamps, with JavaScript-compatible helpers.
 
 Entries are plain dicts exactly as they appear on disk (so unknown fields survive a round
-trip); the TypedDicts below document the known shapes.
+trip); the TypedDicts below document the known shapes. :func:`path_to` walks their
+``parentId`` links. This is the bottom layer of pi_nb (it imports nothing of pi_nb): the
+session store, the projection, the token accounting and the message conversion all build on
+it, which is why it sits beside ``session/`` rather than inside it.
 """
 
 from __future__ import annotations
