@@ -611,13 +611,22 @@ class _Workspace:
                 os.close(folder)
                 folder = child
             try:
-                return os.open(parts[-1], flags | os.O_NOFOLLOW, 0o666, dir_fd=folder)
+                fd = os.open(parts[-1], flags | os.O_NOFOLLOW, 0o666, dir_fd=folder)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise ToolError(f"Refused: {path} became a symlink while the tool ran") from None
                 raise
         finally:
             os.close(folder)
+        info = os.fstat(fd)
+        if flags & (os.O_WRONLY | os.O_RDWR) and stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            # Another name of this file may be outside the root; a write would change it there.
+            os.close(fd)
+            raise ToolError(
+                f"Refused: {path} has {info.st_nlink} hard links; another one may be outside "
+                f"the allowed folder {self.root}"
+            )
+        return fd
 
     def _descend(self, folder: int, part: str, path: str, make: bool) -> int:
         """The folder ``part`` inside the open folder ``folder``, opened without following a
@@ -677,10 +686,12 @@ class _Workspace:
         data = content.encode("utf-8", errors="surrogateescape")
         with file_mutation_queue(file):
             try:
-                fd = self.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, make_folders=True)
+                # Truncated only once open() has checked the file (no O_TRUNC).
+                fd = self.open(file, os.O_WRONLY | os.O_CREAT, make_folders=True)
             except IsADirectoryError:
                 raise ToolError(f"{path} is a directory, not a file") from None
             with os.fdopen(fd, "wb") as handle:
+                handle.truncate(0)
                 handle.write(data)
         return f"Wrote {len(data)} bytes to {path}"
 
@@ -809,7 +820,9 @@ def _replace_once(text: str, old_text: str, new_text: str, path: str) -> tuple[s
 
 def _drain(proc: subprocess.Popen[bytes], chunks: list[bytes]) -> None:
     assert proc.stdout is not None
-    for block in iter(lambda: proc.stdout.read(65536), b""):  # type: ignore[union-attr]
+    # read1 returns what is there: a blocking read(n) waits for n bytes or EOF, and a
+    # background child holding the pipe means no EOF, so the output would be lost.
+    for block in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
         chunks.append(block)
 
 

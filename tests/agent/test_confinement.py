@@ -6,6 +6,7 @@ paths inside DIR keep working; the notebook's default agent is confined to its f
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,16 @@ def test_a_symlinked_folder_pointing_outside_is_refused(layout):
     _refused(tools["edit"], path="linkdir/target.txt", old_text="outside", new_text="x")
     _refused(tools["read"], path="linkdir/target.txt")
     _untouched(layout)
+
+
+def test_a_hard_link_to_a_file_outside_is_not_written(layout):
+    root = layout["root"]
+    os.link(layout["outside"] / "target.txt", root / "hard.txt")
+    tools = _tools(root)
+    assert "hard links" in _refused(tools["write"], path="hard.txt", content="x")
+    assert "hard links" in _refused(tools["edit"], path="hard.txt", old_text="outside", new_text="x")
+    assert (layout["outside"] / "target.txt").read_text() == SECRET
+    assert tools["read"](path="hard.txt") == SECRET.strip()  # its content is in the folder
 
 
 def test_a_symlink_swapped_in_after_the_check_is_refused(layout, monkeypatch):
