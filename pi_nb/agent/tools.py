@@ -792,13 +792,15 @@ def _read_for_edit(handle: typing.BinaryIO) -> str:
 def _replace_once(text: str, old_text: str, new_text: str, path: str) -> tuple[str, int]:
     """``text`` with the one occurrence of ``old_text`` replaced, and its line number.
 
-    CRLF files are matched with LF line ends and keep CRLF (as Pi's edit does).
+    In a CRLF file, ``old_text`` / ``new_text`` written with LF line ends are matched and
+    inserted with CRLF; every other byte of the file stays as it was.
     """
-    crlf = "\r\n" in text
-    if crlf:
-        text = text.replace("\r\n", "\n")
-        old_text, new_text = old_text.replace("\r\n", "\n"), new_text.replace("\r\n", "\n")
     count = text.count(old_text)
+    if count == 0 and "\r\n" in text and "\n" in old_text:
+        as_crlf = old_text.replace("\r\n", "\n").replace("\n", "\r\n")
+        if as_crlf in text:
+            old_text, new_text = as_crlf, new_text.replace("\r\n", "\n").replace("\n", "\r\n")
+            count = text.count(old_text)
     if count == 0:
         raise ToolError(
             f"Could not find old_text in {path}. It must match the file exactly, "
@@ -812,10 +814,7 @@ def _replace_once(text: str, old_text: str, new_text: str, path: str) -> tuple[s
     if old_text == new_text:
         raise ToolError("new_text is identical to old_text; nothing to change")
     at = text.index(old_text)
-    changed = text[:at] + new_text + text[at + len(old_text) :]
-    if crlf:
-        changed = changed.replace("\n", "\r\n")
-    return changed, text[:at].count("\n") + 1
+    return text[:at] + new_text + text[at + len(old_text) :], text[:at].count("\n") + 1
 
 
 def _drain(proc: subprocess.Popen[bytes], chunks: list[bytes]) -> None:

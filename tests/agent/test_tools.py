@@ -158,3 +158,13 @@ def test_bash_keeps_output_when_a_background_child_holds_the_pipe(tmp_path):
         if marker.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(marker.read_text()), signal.SIGKILL)
+
+
+def test_edit_changes_only_the_matched_text_in_crlf_and_mixed_files(tmp_path):
+    edit = {t.name: t for t in default_tools(tmp_path)}["edit"]
+    target = tmp_path / "win.txt"
+    target.write_bytes(b"one\r\ntwo\r\nthree\nfour\r\n\xff\n")
+    edit(path="win.txt", old_text="one\ntwo", new_text="ONE\nTWO")  # the model writes LF
+    assert target.read_bytes() == b"ONE\r\nTWO\r\nthree\nfour\r\n\xff\n"
+    edit(path="win.txt", old_text="three\nfour", new_text="3\n4")  # exact match wins
+    assert target.read_bytes() == b"ONE\r\nTWO\r\n3\n4\r\n\xff\n"
