@@ -239,26 +239,10 @@ def test_file_tool_failures_are_one_line_for_the_model(make_session, tmp_path):
 # --- the notebook's default agent ----------------------------------------------------------------
 
 
-@pytest.fixture
-def ip(tmp_path: Path):
-    from IPython.testing.globalipapp import get_ipython
-
-    import pi_nb
-
-    shell = get_ipython()
-    pi_nb.load_ipython_extension(shell)
-    shell.run_line_magic("config", 'PiMagics.model = "pinb/scripted"')
-    shell.run_line_magic("config", "PiMagics.tools = True")
-    yield shell
-    magics = shell.magics_manager.registry["PiMagics"]
-    if magics.session is not None:
-        magics.session.tree.close()
-    shell.run_line_magic("config", "PiMagics.llm_kwargs = {}")
-    shell.user_ns.pop("turns", None)
-
-
-def test_the_notebook_default_agent_is_confined_to_its_folder(ip, layout, capsys):
-    from pi_nb.notebook.magics import current_session
+def test_the_notebook_default_agent_is_confined_to_its_folder(layout, capsys):
+    # The magics object the extension registers, driven the way a cell drives it (without a
+    # global IPython shell, which other test files own).
+    from pi_nb.notebook.magics import PiMagics
 
     root = layout["root"]
     (root / "link.txt").symlink_to(layout["outside"] / "target.txt")
@@ -268,16 +252,19 @@ def test_the_notebook_default_agent_is_confined_to_its_folder(ip, layout, capsys
         {"name": "edit", "arguments": {"path": "link.txt", "old_text": "outside", "new_text": "x"}},
         {"name": "write", "arguments": {"path": "notes/kept.txt", "content": "kept"}},
     ]
-    ip.user_ns["turns"] = [{"tool_calls": calls}, "done"]
-    ip.run_line_magic("pi", "model --script turns")
-    ip.run_line_magic("pi", f"new {root / 'nb.jsonl'} --cwd {root}")
-    ip.run_cell_magic("pi", "", "try to escape")
-    session = current_session(ip)
-    assert session.cwd == str(root)
-    results = [e["message"] for e in session.tree.entries if e.get("message", {}).get("role") == "toolResult"]
-    assert [r["isError"] for r in results] == [True, True, True, False]
-    assert all(r["content"][0]["text"].startswith("Refused:") for r in results[:3])
-    assert (root / "notes" / "kept.txt").read_text() == "kept"
-    _untouched(layout)
-    assert "Refused:" in capsys.readouterr().out  # the user sees the refusal in the cell too
-    assert all(f"Only files under {root} " in t.description for t in session.tools if t.name != "bash")
+    magics = PiMagics(shell=None, model="pinb/scripted", llm_kwargs={"script": [{"tool_calls": calls}, "done"]})
+    assert magics.tools  # the default: the agent gets the default tools
+    magics.pi(f"new {root / 'nb.jsonl'} --cwd {root}")
+    magics.pi("", "try to escape")
+    session = magics.session
+    try:
+        assert session.cwd == str(root)
+        results = [e["message"] for e in session.tree.entries if e.get("message", {}).get("role") == "toolResult"]
+        assert [r["isError"] for r in results] == [True, True, True, False]
+        assert all(r["content"][0]["text"].startswith("Refused:") for r in results[:3])
+        assert (root / "notes" / "kept.txt").read_text() == "kept"
+        _untouched(layout)
+        assert "Refused:" in capsys.readouterr().out  # the user sees the refusal in the cell too
+        assert all(f"Only files under {root} " in t.description for t in session.tools if t.name != "bash")
+    finally:
+        session.tree.close()
