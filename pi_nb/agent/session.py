@@ -256,7 +256,8 @@ class Session:
         if no_tools:
             self.tools: list[Tool] = []
         elif tools is None:
-            self.tools = default_tools(self.cwd)
+            # read/write/edit stay inside the working folder; bash is not confined.
+            self.tools = default_tools(self.cwd, root=self.cwd)
         else:
             self.tools = [t if isinstance(t, Tool) else tool_from_function(t) for t in tools]
         self._system_prompt = system_prompt

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import inspect
 import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -489,7 +491,63 @@ def redact_secrets(text: str, env: Mapping[str, str] | None = None) -> str:
     return redact(text, env)  # plus key shapes, bearer tokens and Authorization headers
 
 
+# --- per-file mutation queue ------------------------------------------------------------------
+
+# The tools of one reply run in parallel threads; two read-modify-write calls on one file
+# would otherwise both read the old text and the second write would drop the first edit.
+# As Pi's ``withFileMutationQueue``: mutations of one file (keyed by its real path, so two
+# names of one file share a queue) run one at a time in arrival order; other files stay
+# parallel. The queue is process-wide: two tool sets may point at the same file.
+_QUEUE_GUARD = threading.Lock()
+_QUEUES: dict[str, list[threading.Event]] = {}
+
+
+def mutation_key(path: str) -> str:
+    """The queue key of a file: its absolute path with every symlink resolved."""
+    return os.path.realpath(path)
+
+
+def _leave_queue(key: str, turn: threading.Event) -> None:
+    with _QUEUE_GUARD:
+        waiting = _QUEUES[key]
+        was_head = waiting[0] is turn
+        waiting.remove(turn)
+        if not waiting:
+            del _QUEUES[key]
+        elif was_head:
+            waiting[0].set()
+
+
+@contextlib.contextmanager
+def file_mutation_queue(path: str) -> typing.Iterator[None]:
+    """Hold the mutation queue of ``path``'s file for the duration of the block.
+
+    A call still waiting when the run is aborted leaves the queue without touching the file
+    (ToolError "Operation aborted").
+    """
+    key = mutation_key(path)
+    turn = threading.Event()
+    with _QUEUE_GUARD:
+        waiting = _QUEUES.setdefault(key, [])
+        waiting.append(turn)
+        if len(waiting) == 1:
+            turn.set()
+    abort = current_abort_event()
+    while not turn.wait(0.05):
+        if abort is not None and abort.is_set():
+            _leave_queue(key, turn)
+            raise ToolError("Operation aborted")
+    try:
+        yield
+    finally:
+        _leave_queue(key, turn)
+
+
 # --- default tools ---------------------------------------------------------------------------
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 @dataclass
@@ -499,21 +557,106 @@ class _Workspace:
     bash_timeout: float = DEFAULT_BASH_TIMEOUT
     env: Mapping[str, str] | None = None
     shell: str = field(default_factory=lambda: os.environ.get("SHELL") or "/bin/sh")
+    #: when set, read/write/edit only touch files under this folder (see :func:`default_tools`)
+    root: str | None = None
 
     def resolve(self, path: str) -> str:
+        """The absolute path of a call's ``path`` (confined: real, checked to be in root)."""
         if not isinstance(path, str) or not path.strip():
             raise ToolError("path must be a non-empty string")
         expanded = os.path.expanduser(path.strip())
-        return os.path.normpath(os.path.join(self.folder, expanded))
+        lexical = os.path.normpath(os.path.join(self.folder, expanded))
+        if self.root is None:
+            return lexical
+        root = self._real_root()
+        real = os.path.realpath(lexical)
+        if not _inside(real, root):
+            if _inside(lexical, self.root) or _inside(lexical, root):
+                raise ToolError(
+                    f"Refused: {path} leads through a symlink to {real}, outside the allowed "
+                    f"folder {self.root}"
+                )
+            raise ToolError(f"Refused: {path} is outside the allowed folder {self.root}")
+        return real
+
+    def _real_root(self) -> str:
+        assert self.root is not None
+        root = os.path.realpath(self.root)
+        if not os.path.isdir(root):
+            raise ToolError(f"The allowed folder {self.root} does not exist")
+        return root
+
+    def open(self, path: str, flags: int, *, make_folders: bool = False) -> int:
+        """A file descriptor for ``path`` (from :meth:`resolve`).
+
+        Confined, the path is opened component by component from the root with
+        ``O_NOFOLLOW``: a symlink put in place after :meth:`resolve` checked the path is
+        refused instead of followed.
+        """
+        if self.root is None:
+            if make_folders and os.path.dirname(path):
+                try:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                except FileExistsError:  # a file where a folder of the path should be
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
+            return os.open(path, flags, 0o666)
+        root = self._real_root()
+        parts = os.path.relpath(path, root).split(os.sep)
+        if parts == ["."]:
+            raise ToolError(f"{self.root} is a directory, not a file")
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in parts[:-1]:
+                child = self._descend(folder, part, path, make_folders)
+                os.close(folder)
+                folder = child
+            try:
+                fd = os.open(parts[-1], flags | os.O_NOFOLLOW, 0o666, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise ToolError(f"Refused: {path} became a symlink while the tool ran") from None
+                raise
+        finally:
+            os.close(folder)
+        info = os.fstat(fd)
+        if flags & (os.O_WRONLY | os.O_RDWR) and stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            # Another name of this file may be outside the root; a write would change it there.
+            os.close(fd)
+            raise ToolError(
+                f"Refused: {path} has {info.st_nlink} hard links; another one may be outside "
+                f"the allowed folder {self.root}"
+            )
+        return fd
+
+    def _descend(self, folder: int, part: str, path: str, make: bool) -> int:
+        """The folder ``part`` inside the open folder ``folder``, opened without following a
+        symlink (created when ``make``)."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+        try:
+            try:
+                return os.open(part, flags, dir_fd=folder)
+            except FileNotFoundError:
+                if not make:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=folder)
+                return os.open(part, flags, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTDIR, errno.ELOOP) and _is_link(part, folder):
+                raise ToolError(f"Refused: a folder of {path} became a symlink while the tool ran") from None
+            raise
 
     # read ---------------------------------------------------------------------------------
     def read(self, path: str, offset: int | None = None, limit: int | None = None) -> str:
         file = self.resolve(path)
-        if not os.path.exists(file):
-            raise ToolError(f"File not found: {path}")
-        if os.path.isdir(file):
+        try:
+            fd = self.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            raise ToolError(f"File not found: {path}") from None
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.close(fd)
             raise ToolError(f"{path} is a directory, not a file")
-        with open(file, "rb") as handle:
+        with os.fdopen(fd, "rb") as handle:
             data = handle.read()
         if b"\0" in data[:8192]:
             raise ToolError(f"{path} looks like a binary file ({len(data)} bytes); not shown")
@@ -540,38 +683,37 @@ class _Workspace:
     # write --------------------------------------------------------------------------------
     def write(self, path: str, content: str) -> str:
         file = self.resolve(path)
-        folder = os.path.dirname(file)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-        with open(file, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        return f"Wrote {len(content.encode('utf-8'))} bytes to {path}"
+        data = content.encode("utf-8", errors="surrogateescape")
+        with file_mutation_queue(file):
+            try:
+                # Truncated only once open() has checked the file (no O_TRUNC).
+                fd = self.open(file, os.O_WRONLY | os.O_CREAT, make_folders=True)
+            except IsADirectoryError:
+                raise ToolError(f"{path} is a directory, not a file") from None
+            with os.fdopen(fd, "wb") as handle:
+                handle.truncate(0)
+                handle.write(data)
+        return f"Wrote {len(data)} bytes to {path}"
 
     # edit ---------------------------------------------------------------------------------
     def edit(self, path: str, old_text: str, new_text: str) -> str:
         file = self.resolve(path)
-        if not os.path.isfile(file):
-            raise ToolError(f"File not found: {path}")
         if old_text == "":
             raise ToolError("old_text must not be empty")
-        with open(file, encoding="utf-8", errors="surrogateescape") as handle:
-            text = handle.read()
-        count = text.count(old_text)
-        if count == 0:
-            raise ToolError(
-                f"Could not find old_text in {path}. It must match the file exactly, "
-                "including whitespace and line breaks."
-            )
-        if count > 1:
-            raise ToolError(
-                f"old_text occurs {count} times in {path}; it must be unique. "
-                "Include more surrounding lines to pick one occurrence."
-            )
-        if old_text == new_text:
-            raise ToolError("new_text is identical to old_text; nothing to change")
-        with open(file, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(text.replace(old_text, new_text, 1))
-        line = text[: text.index(old_text)].count("\n") + 1
+        with file_mutation_queue(file):
+            try:
+                fd = self.open(file, os.O_RDWR)
+            except (FileNotFoundError, IsADirectoryError):
+                raise ToolError(f"File not found: {path}") from None
+            # One descriptor for the read and the write: the file edited is the file read.
+            with os.fdopen(fd, "r+b") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    raise ToolError(f"File not found: {path}")
+                text = _read_for_edit(handle)
+                changed, line = _replace_once(text, old_text, new_text, path)
+                handle.seek(0)
+                handle.write(changed.encode("utf-8", errors="surrogateescape"))
+                handle.truncate()
         return f"Edited {path} at line {line}: replaced {len(old_text)} characters with {len(new_text)}."
 
     # bash ---------------------------------------------------------------------------------
@@ -625,9 +767,61 @@ class _Workspace:
         return ToolResult.text(text, details=details)
 
 
+@contextlib.contextmanager
+def _one_line_errors(action: str, path: Any) -> typing.Iterator[None]:
+    """An OS error of a file tool as a one-line ToolError (what the model sees)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ToolError(f"Could not {action} {path}: {reason}") from None
+
+
+def _is_link(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+    except OSError:
+        return False
+
+
+def _read_for_edit(handle: typing.BinaryIO) -> str:
+    """The text of a file being edited (undecodable bytes kept as surrogates)."""
+    return handle.read().decode("utf-8", errors="surrogateescape")
+
+
+def _replace_once(text: str, old_text: str, new_text: str, path: str) -> tuple[str, int]:
+    """``text`` with the one occurrence of ``old_text`` replaced, and its line number.
+
+    In a CRLF file, ``old_text`` / ``new_text`` written with LF line ends are matched and
+    inserted with CRLF; every other byte of the file stays as it was.
+    """
+    count = text.count(old_text)
+    if count == 0 and "\r\n" in text and "\n" in old_text:
+        as_crlf = old_text.replace("\r\n", "\n").replace("\n", "\r\n")
+        if as_crlf in text:
+            old_text, new_text = as_crlf, new_text.replace("\r\n", "\n").replace("\n", "\r\n")
+            count = text.count(old_text)
+    if count == 0:
+        raise ToolError(
+            f"Could not find old_text in {path}. It must match the file exactly, "
+            "including whitespace and line breaks."
+        )
+    if count > 1:
+        raise ToolError(
+            f"old_text occurs {count} times in {path}; it must be unique. "
+            "Include more surrounding lines to pick one occurrence."
+        )
+    if old_text == new_text:
+        raise ToolError("new_text is identical to old_text; nothing to change")
+    at = text.index(old_text)
+    return text[:at] + new_text + text[at + len(old_text) :], text[:at].count("\n") + 1
+
+
 def _drain(proc: subprocess.Popen[bytes], chunks: list[bytes]) -> None:
     assert proc.stdout is not None
-    for block in iter(lambda: proc.stdout.read(65536), b""):  # type: ignore[union-attr]
+    # read1 returns what is there: a blocking read(n) waits for n bytes or EOF, and a
+    # background child holding the pipe means no EOF, so the output would be lost.
+    for block in iter(lambda: proc.stdout.read1(65536), b""):  # type: ignore[union-attr]
         chunks.append(block)
 
 
@@ -667,15 +861,32 @@ def default_tools(
     bash_timeout: float = DEFAULT_BASH_TIMEOUT,
     env: Mapping[str, str] | None = None,
     include: Sequence[str] = ("read", "write", "edit", "bash"),
+    root: str | os.PathLike[str] | None = None,
 ) -> list[Tool]:
-    """read, write, edit and bash bound to a working folder (default: the current one).
+    """read, write, edit and bash bound to a working folder (default: ``root``, else the
+    current folder).
 
-    ``output_cap`` bounds what read and bash return (head and tail kept, with a note);
-    ``bash_timeout`` is bash's default time limit in seconds; ``env`` replaces the
-    environment bash runs with (default: this process's). Values of credential-like
-    environment variables never appear in bash output.
+    ``root`` confines read, write and edit to that folder: a path that leaves it (``..``, an
+    absolute path, a symlink or a symlinked folder pointing outside, a symlink swapped in
+    while the call runs) is refused with a one-line tool error and nothing is read or
+    written. bash is not confined (it runs in the working folder; leave it out with
+    ``include`` when that matters). ``output_cap`` bounds what read and bash return (head
+    and tail kept, with a note); ``bash_timeout`` is bash's default time limit in seconds;
+    ``env`` replaces the environment bash runs with (default: this process's). Values of
+    credential-like environment variables never appear in bash output.
+
+    write and edit calls on one file (by any name: symlinks resolved) run one at a time in
+    arrival order, even within one parallel batch; calls on different files run in parallel.
     """
-    ws = _Workspace(os.path.abspath(os.fspath(cwd or os.getcwd())), output_cap, bash_timeout, env)
+    base = cwd if cwd is not None else root
+    folder = os.path.abspath(os.fspath(base if base is not None else os.getcwd()))
+    confined = os.path.abspath(os.fspath(root)) if root is not None else None
+    if confined is not None and not (
+        _inside(folder, confined) or _inside(os.path.realpath(folder), os.path.realpath(confined))
+    ):
+        raise ValueError(f"cwd {folder} is outside root {confined}")
+    ws = _Workspace(folder, output_cap, bash_timeout, env, root=confined)
+    where = f" Only files under {confined} can be used." if confined is not None else ""
 
     def read(path: str, offset: int | None = None, limit: int | None = None) -> str:
         """Read a file.
@@ -685,7 +896,8 @@ def default_tools(
             offset: first line to return, 1-based
             limit: maximum number of lines to return
         """
-        return ws.read(path, offset, limit)
+        with _one_line_errors("read", path):
+            return ws.read(path, offset, limit)
 
     def write(path: str, content: str) -> str:
         """Write a file.
@@ -694,7 +906,8 @@ def default_tools(
             path: file to write (relative to the working folder, or absolute)
             content: the complete new content of the file
         """
-        return ws.write(path, content)
+        with _one_line_errors("write", path):
+            return ws.write(path, content)
 
     def edit(path: str, old_text: str, new_text: str) -> str:
         """Edit a file.
@@ -704,7 +917,8 @@ def default_tools(
             old_text: exact text to find; must occur exactly once
             new_text: text to put in its place
         """
-        return ws.edit(path, old_text, new_text)
+        with _one_line_errors("edit", path):
+            return ws.edit(path, old_text, new_text)
 
     def bash(command: str, timeout: float | None = None) -> ToolResult:
         """Run a shell command.
@@ -716,9 +930,9 @@ def default_tools(
         return ws.bash(command, timeout)
 
     made = {
-        "read": tool_from_function(read, description=_READ_DOC),
-        "write": tool_from_function(write, description=_WRITE_DOC),
-        "edit": tool_from_function(edit, description=_EDIT_DOC),
+        "read": tool_from_function(read, description=_READ_DOC + where),
+        "write": tool_from_function(write, description=_WRITE_DOC + where),
+        "edit": tool_from_function(edit, description=_EDIT_DOC + where),
         "bash": tool_from_function(bash, description=_BASH_DOC),
     }
     unknown = set(include) - set(made)

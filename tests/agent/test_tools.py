@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from typing import Literal
 
 import pytest
@@ -141,3 +143,28 @@ def test_truncate_and_redact_helpers():
     assert cut and text.startswith("a") and text.endswith("b")
     assert truncate_output("short", 50) == ("short", False)
     assert redact_secrets("token=abcdefgh12", {"GH_TOKEN": "abcdefgh12"}) == "token=[redacted $GH_TOKEN]"
+
+
+def test_bash_keeps_output_when_a_background_child_holds_the_pipe(tmp_path):
+    # The child inherits stdout, so the pipe has no EOF when the command ends; what the
+    # command printed before must still come back (it used to wait for 64 KiB and was lost).
+    bash = {t.name: t for t in default_tools(tmp_path)}["bash"]
+    marker = tmp_path / "child.pid"
+    try:
+        result = bash(command=f"sleep 30 & echo $! > {marker}; echo started; echo done")
+        assert result.content[0]["text"].split() == ["started", "done"]
+        assert not result.is_error
+    finally:
+        if marker.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(marker.read_text()), signal.SIGKILL)
+
+
+def test_edit_changes_only_the_matched_text_in_crlf_and_mixed_files(tmp_path):
+    edit = {t.name: t for t in default_tools(tmp_path)}["edit"]
+    target = tmp_path / "win.txt"
+    target.write_bytes(b"one\r\ntwo\r\nthree\nfour\r\n\xff\n")
+    edit(path="win.txt", old_text="one\ntwo", new_text="ONE\nTWO")  # the model writes LF
+    assert target.read_bytes() == b"ONE\r\nTWO\r\nthree\nfour\r\n\xff\n"
+    edit(path="win.txt", old_text="three\nfour", new_text="3\n4")  # exact match wins
+    assert target.read_bytes() == b"ONE\r\nTWO\r\n3\n4\r\n\xff\n"
