@@ -18,9 +18,7 @@ import json
 import os
 import signal
 import stat
-import subprocess
 import sys
-import textwrap
 import threading
 import warnings
 from contextlib import redirect_stderr, redirect_stdout
@@ -28,23 +26,14 @@ from pathlib import Path
 
 import pytest
 import rel_figures
+from test_reliability_lock import start  # a Python child with this checkout on its path
 
 from pi_nb.cli import main as cli_main
 from pi_nb.session import SessionError, SessionLoadWarning, SessionTree
 from pi_nb.session.jsonl import Appender, SessionWriteError
 from pi_nb.session.lock import SessionLockedError, lock_path
 
-REPO = Path(__file__).resolve().parents[2]
 STAMP = "2026-01-01T00:00:00.000Z"
-
-
-def start(script: str, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True, env=env,
-    )
 
 
 def write_lines(path: Path, lines: list[dict]) -> None:
@@ -432,6 +421,7 @@ def test_a_full_disk_during_append_writes_nothing_and_rolls_back(tmp_path, disk_
         assert info.value.errno == errno.ENOSPC and isinstance(info.value, OSError)
         assert path.read_bytes() == before  # not even half a line
         assert tree.leaf_id == first["id"] and len(tree) == 1  # memory rolled back
+    rel_figures.add("store_disk_full", 3)
     disk_full["on"] = False
     after = tree.append_message(user("disk has room again"))
     assert after["parentId"] == first["id"]
@@ -449,6 +439,7 @@ def test_a_full_disk_during_create_leaves_no_file_no_temp_and_no_entry(tmp_path,
         assert not path.exists() and temp_files(tmp_path) == []
         # rolled back: no entry points at an unwritten parent, the leaf did not move
         assert len(tree) == 1 and tree.leaf["type"] == "custom" and not tree.is_persisted
+    rel_figures.add("store_disk_full", 4)
     disk_full["on"] = False
     written = tree.append_message(user("first message"))
     assert written["parentId"] == tree.entries[0]["id"]
@@ -463,6 +454,7 @@ def test_cli_prompt_on_a_full_disk_is_one_line_exit_2(tmp_path, disk_full):
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1 and "disk full" in lines[0] and lines[0].startswith("pi-nb: error:")
     assert not path.exists() and temp_files(tmp_path) == []
+    rel_figures.add("store_disk_full")
 
 
 SLOW_WRITER = """
