@@ -573,7 +573,11 @@ def rewrite(path: str, header: dict[str, Any], entries: list[Entry]) -> int:
 # Temporary files of a create or rewrite: ".<name>.pinb-<pid>-<token>.tmp" next to the
 # target. A process killed while writing one leaves it behind; the next create or rewrite
 # in that folder removes those whose process is gone.
-_TEMP = re.compile(r"\..+\.pinb-(\d+)-[0-9a-f]+\.tmp\Z")
+# Also the names earlier versions used: ".<name>.jsonl.<pid>.<hex>.tmp" (create) and
+# "<name>.jsonl.tmp-<pid>" (migration).
+_TEMP = re.compile(
+    r"\..+\.pinb-(\d+)-[0-9a-f]+\.tmp\Z|\..+\.jsonl\.(\d+)\.[0-9a-f]+\.tmp\Z|.+\.jsonl\.tmp-(\d+)\Z"
+)
 
 
 def temp_path(path: str) -> str:
@@ -602,12 +606,12 @@ def _remove_stale_temps(folder: str) -> int:
     """Remove temporary files left in ``folder`` by killed pi_nb writers; how many."""
     removed = 0
     try:
-        names = [e.name for e in os.scandir(folder) if e.name.endswith(".tmp")]
+        names = [e.name for e in os.scandir(folder) if ".tmp" in e.name]
     except OSError:
         return 0
     for name in names:
         found = _TEMP.match(name)
-        if found and _process_gone(int(found.group(1))):
+        if found and _process_gone(int(next(g for g in found.groups() if g))):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, name))
                 removed += 1

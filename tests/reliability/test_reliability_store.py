@@ -495,6 +495,9 @@ def test_temp_files_of_killed_creates_and_forks_are_removed(tmp_path, kind):
     # The last kill left its temp file (a megabyte); each earlier one was removed by the
     # next child's create or fork.
     assert len(temp_files(folder)) == 1
+    # Names earlier pi_nb versions left behind are recognised too (same dead process).
+    (folder / f".old.jsonl.{child.pid}.7f00deadbeef.tmp").write_bytes(b"x" * 1000)
+    (folder / f"old.jsonl.tmp-{child.pid}").write_bytes(b"x" * 1000)
     assert not any((folder / f"{kind}{r}.jsonl").exists() for r in range(kills))
     # The next create or fork in the folder removes them.
     if kind == "create":
