@@ -8,6 +8,8 @@ repaired line is recorded in a :class:`LoadReport` and raised as a warning.
 from __future__ import annotations
 
 import contextlib
+import errno as errno_mod
+import hashlib
 import json
 import math
 import os
@@ -34,6 +36,30 @@ class NotASessionError(SessionError):
 
 class SessionLoadWarning(UserWarning):
     """Lines were skipped or repaired while loading a session file."""
+
+
+class SessionWriteError(SessionError, OSError):
+    """Writing a session file failed (disk full, quota, read-only…); nothing was written.
+
+    One line for the user; ``errno`` is the operating system's error number.
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(errno, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def from_os(cls, path: str, exc: OSError, what: str = "write") -> SessionWriteError:
+        if exc.errno == errno_mod.ENOSPC:
+            reason = "disk full (no space left on device)"
+        elif exc.errno == getattr(errno_mod, "EDQUOT", -1):
+            reason = "disk quota exceeded"
+        else:
+            reason = exc.strerror or type(exc).__name__
+        return cls(f"{path}: cannot {what} the session file: {reason}; nothing was written", exc.errno)
 
 
 @dataclass(frozen=True)
@@ -78,6 +104,7 @@ class LoadedFile:
     raw: dict[int, int] = field(default_factory=dict)
     line: Callable[[int], bytes | memoryview] = _no_lines
     size: int = -1  # bytes read (load_file), so a writer can tell what was appended since
+    digest: bytes | None = None  # SHA-256 of the bytes read, when migrated (see load_file)
 
 
 class _MessageHead(msgspec.Struct):
@@ -154,6 +181,10 @@ def _parse_clean(data: bytes, file: str, report: LoadReport) -> LoadedFile | Non
         light: list[Entry] = [decode(view[a:b]) for a, b in zip(starts, ends, strict=True)]
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
+    # The light decoder checks that an id is a string, not that there is one: an entry
+    # without an id takes the careful path, which reports it like any invalid line.
+    if not all("id" in entry for entry in light):
+        return None
 
     def line(position: int) -> memoryview:
         return view[starts[position] : ends[position]]
@@ -178,6 +209,11 @@ def _loads(raw: str | bytes) -> Any:
     if not isinstance(raw, str):  # never let json guess UTF-16/32 from NUL bytes
         raw = bytes(raw).decode("utf-8")
     return json.loads(raw, parse_constant=_parse_constant)
+
+
+def _short_repr(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) < 40 else text[:37] + "..."
 
 
 def _short(exc: BaseException) -> str:
@@ -287,7 +323,20 @@ def parse_bytes(data: bytes, file: str = "<memory>", lazy: bool = False) -> Load
             raise NotASessionError(f"{file}: not a Pi session file (no parsable lines)")
         raise NotASessionError(f"{file}: empty file")
     version = _js_version(header.get("version", None))
-    if not version >= CURRENT_SESSION_VERSION:  # NaN included, as in JavaScript
+    if version != version:
+        # Not a number ("3.0.0"): Pi's migration steps all compare false, so Pi migrates
+        # nothing and reads the entries as they are. So does pi_nb, and it says so; the
+        # file is not rewritten (a rewrite would change nothing and would be needed again
+        # on every load).
+        report.skipped.append(
+            SkippedLine(
+                file,
+                header_line,
+                f"header version {_short_repr(header.get('version'))} is not a number: "
+                "entries read as the current version, nothing migrated (line kept)",
+            )
+        )
+    elif version < CURRENT_SESSION_VERSION:
         report.migrated_from = int(version) if math.isfinite(version) else 1
         for index, entry in enumerate(entries):  # migration rewrites everything: parse all
             line = raw_of.pop(id(entry), None)
@@ -370,8 +419,10 @@ def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
         ids: set[str] = set()
         previous: str | None = None
         everything = [header, *entries]
+        draw = _v1_ids(header)
         for entry in entries:
-            entry["id"] = new_entry_id(ids)
+            entry["id"] = new_entry_id(ids, draw)
+            ids.add(entry["id"])
             entry["parentId"] = previous
             previous = entry["id"]
             if entry.get("type") == "compaction":
@@ -393,6 +444,21 @@ def migrate(header: dict[str, Any], entries: list[Entry]) -> None:
             ):
                 message["role"] = "custom"
     header["version"] = CURRENT_SESSION_VERSION
+
+
+def _v1_ids(header: dict[str, Any]) -> Callable[[], str]:
+    """Entry ids for a v1 file, derived from its header: a file that is read (and migrated
+    in memory) twice before it is rewritten gets the same ids both times, so an id shown
+    by one command can be given to the next."""
+    seed = json.dumps([header.get("id"), header.get("timestamp")], default=str)
+    counter = 0
+
+    def draw() -> str:
+        nonlocal counter
+        counter += 1
+        return hashlib.sha256(f"{seed}\0{counter}".encode()).hexdigest()[:8]
+
+    return draw
 
 
 def _js_version(value: Any) -> float:
@@ -436,12 +502,17 @@ def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = Fals
     """Load a session file. Raises FileNotFoundError or NotASessionError.
 
     Skipped lines are reported on the result and, with ``warn``, as one warning.
-    A migrated file is rewritten in full, like Pi does.
+    Reading never changes the file: an old version is migrated in memory
+    (``report.migrated_from``); the file is rewritten in the new format only by a writer,
+    under its lock (:meth:`SessionTree._migrate_on_disk`), because replacing a file that
+    another process is appending to would lose that process's entries.
     """
     file = os.fspath(path)
     data = Path(file).read_bytes()
     loaded = parse_bytes(data, file, lazy=lazy)
     loaded.size = len(data)
+    if loaded.report.migrated_from is not None:
+        loaded.digest = hashlib.sha256(data).digest()
     if warn and loaded.report.skipped:
         lines = "; ".join(str(s) for s in loaded.report.skipped[:5])
         more = len(loaded.report.skipped) - 5
@@ -451,10 +522,13 @@ def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = Fals
             SessionLoadWarning,
             stacklevel=3,
         )
-    if loaded.report.migrated_from is not None:
-        loaded.size = rewrite(file, loaded.header, loaded.entries)
-        loaded.report.missing_final_newline = False
     return loaded
+
+
+def file_digest(path: str) -> tuple[int, bytes]:
+    """(size, SHA-256) of a file's bytes: did it change since it was loaded?"""
+    data = Path(path).read_bytes()
+    return len(data), hashlib.sha256(data).digest()
 
 
 def parse_appended(
@@ -473,15 +547,75 @@ def parse_appended(
 
 
 def rewrite(path: str, header: dict[str, Any], entries: list[Entry]) -> int:
-    """Write a whole file atomically (used only for migration, like Pi); returns its size."""
-    data = b"".join(encode_line(e) for e in (header, *entries))
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Replace a whole file atomically (migration only, like Pi); returns its size.
+
+    The caller holds the writer lock and has checked that nobody appended since the file
+    was read. Entries are redacted like every written line; the file is created 0600.
+    """
+    data = encode_lines([header, *entries])
+    tmp = temp_path(path)
+    _remove_stale_temps(os.path.dirname(path) or ".")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC | _O_BINARY, 0o600)
+        try:
+            _write_fully(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise SessionWriteError.from_os(path, exc, "rewrite") from exc
     return len(data)
+
+
+# Temporary files of a create or rewrite: ".<name>.pinb-<pid>-<token>.tmp" next to the
+# target. A process killed while writing one leaves it behind; the next create or rewrite
+# in that folder removes those whose process is gone.
+# Also the names earlier versions used: ".<name>.jsonl.<pid>.<hex>.tmp" (create) and
+# "<name>.jsonl.tmp-<pid>" (migration).
+_TEMP = re.compile(
+    r"\..+\.pinb-(\d+)-[0-9a-f]+\.tmp\Z|\..+\.jsonl\.(\d+)\.[0-9a-f]+\.tmp\Z|.+\.jsonl\.tmp-(\d+)\Z"
+)
+
+
+def temp_path(path: str) -> str:
+    """A fresh temporary file name for writing ``path``."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.pinb-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+
+
+def _process_gone(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # our own temp files are removed by the code that made them
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):
+        return False  # alive (another user's), or we cannot tell: keep the file
+    try:  # a killed child its parent has not reaped yet is a zombie: gone too
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _remove_stale_temps(folder: str) -> int:
+    """Remove temporary files left in ``folder`` by killed pi_nb writers; how many."""
+    removed = 0
+    try:
+        names = [e.name for e in os.scandir(folder) if ".tmp" in e.name]
+    except OSError:
+        return 0
+    for name in names:
+        found = _TEMP.match(name)
+        if found and _process_gone(int(next(g for g in found.groups() if g))):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+                removed += 1
+    return removed
 
 
 class EntryEncodeError(SessionError, ValueError):
@@ -537,6 +671,27 @@ def encode_line(entry: Any) -> bytes:
         return text.encode("utf-8") + b"\n"
 
 
+def encode_for_write(entry: Any) -> bytes:
+    """An entry as the line pi_nb writes: :func:`encode_line` after redaction.
+
+    Every writer of a session file encodes through here, so no live credential is ever
+    written, whatever the path (append, create, fork, import, migration). Credentials are
+    redacted in the entry itself (in place), so what is in memory is what is on disk.
+    """
+    from ..redact import needs_redaction, redact_obj
+
+    data = encode_line(entry)  # not writable as JSON: fails before anything is redacted
+    if needs_redaction(data):  # one scan of the line; the walk only when needed
+        redact_obj(entry, in_place=True)
+        data = encode_line(entry)
+    return data
+
+
+def encode_lines(entries: list[Any]) -> bytes:
+    """Several entries as written (see :func:`encode_for_write`)."""
+    return b"".join(encode_for_write(e) for e in entries)
+
+
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 
@@ -562,7 +717,7 @@ def _close_fd(fd: int) -> None:
 
 
 class Appender:
-    """Appends entries to one session file.
+    """Appends entries to one session file: the one low-level writer of session files.
 
     Every line is written with a single ``write()`` of its complete bytes on an ``O_APPEND``
     descriptor, so a crash (even SIGKILL) can leave at most the line being written
@@ -570,6 +725,11 @@ class Appender:
     (a torn write, or a file whose final newline is missing) is closed with a newline in
     the same write, so two entries are never glued together. The file is created
     atomically with exclusive create (as Pi 1.3 does): it never exists half-written.
+
+    Every line goes through :func:`encode_for_write` (credentials redacted). Files are
+    created 0600 (they hold whole conversations). A failed write (disk full…) raises
+    :class:`SessionWriteError` and leaves the file as it was: an append that wrote part of
+    its line is cut back, a create that failed leaves neither the file nor a temp file.
 
     The caller serializes writers (:class:`~pi_nb.session.lock.SessionLock`).
     """
@@ -582,15 +742,22 @@ class Appender:
         self._finalizer: weakref.finalize | None = None
 
     def create(self, lines: list[Any]) -> int:
-        """Create the file (must not exist, or be empty) holding these entries; its size."""
-        data = b"".join(encode_line(e) for e in lines)
+        """Create the file (must not exist, or be empty) holding these entries; its size.
+
+        Raises FileExistsError when a non-empty file is there, SessionWriteError when the
+        write fails (nothing is left behind)."""
+        data = encode_lines(lines)
         folder = os.path.dirname(self.path) or "."
-        Path(folder).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SessionWriteError.from_os(self.path, exc, "create") from exc
+        _remove_stale_temps(folder)
         if os.path.exists(self.path) and os.path.getsize(self.path) == 0:
             # An empty file is not a session yet: Pi 1.3 gives it a header in place.
-            self._write_new(self.path, data, os.O_WRONLY | os.O_TRUNC)
+            self._write_new(self.path, data, os.O_WRONLY | os.O_TRUNC, created=False)
             return len(data)
-        tmp = os.path.join(folder, f".{os.path.basename(self.path)}.{os.getpid()}.{id(self):x}.tmp")
+        tmp = temp_path(self.path)
         self._write_new(tmp, data, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             os.link(tmp, self.path)  # atomic and exclusive: complete or absent
@@ -603,14 +770,31 @@ class Appender:
                 os.unlink(tmp)
         return len(data)
 
-    def _write_new(self, path: str, data: bytes, flags: int) -> None:
-        fd = os.open(path, flags | _O_CLOEXEC | _O_BINARY, 0o666)
+    def _write_new(self, path: str, data: bytes, flags: int, created: bool = True) -> None:
+        """Write ``data`` as the whole content of ``path``. On failure a file this call
+        created is removed, an existing (empty) one is emptied again."""
         try:
+            fd = os.open(path, flags | _O_CLOEXEC | _O_BINARY, 0o600)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise SessionWriteError.from_os(self.path, exc, "create") from exc
+        try:
+            if not created:
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, 0o600)
             _write_fully(fd, data)
             if self.fsync:
                 os.fsync(fd)
-        finally:
-            os.close(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            _close_fd(fd)
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise SessionWriteError.from_os(self.path, exc, "create") from exc
+        os.close(fd)
 
     def size(self) -> int:
         """The file's current size in bytes."""
@@ -618,22 +802,38 @@ class Appender:
             return os.fstat(self._fd).st_size
         return os.path.getsize(self.path)
 
-    def append(self, entry: Any) -> int:
-        """Append one entry; returns the file size after it."""
-        return self.append_bytes(encode_line(entry))
+    def append(self, entry: Any, size: int | None = None) -> int:
+        """Append one entry (redacted first, see :func:`encode_for_write`); returns the file
+        size after it. ``size``: the current size, when the caller just read it (under the
+        lock)."""
+        return self.append_encoded(encode_for_write(entry), size)
 
-    def append_bytes(self, data: bytes, size: int | None = None) -> int:
-        """Append one encoded line (see :func:`encode_line`); returns the file size after it.
-        ``size``: the current size, when the caller just read it (under the lock)."""
-        fd = self._open()
-        if size is None:
-            size = os.fstat(fd).st_size
-        if size and _last_byte(fd, size) != b"\n":
-            data = b"\n" + data
-            self.repaired += 1
-        _write_fully(fd, data)
-        if self.fsync:
-            os.fsync(fd)
+    def append_encoded(self, data: bytes, size: int | None = None) -> int:
+        """Append one line made by :func:`encode_for_write` (only such bytes: they are
+        redacted); returns the file size after it."""
+        try:
+            fd = self._open()
+            if size is None:
+                size = os.fstat(fd).st_size
+            if size and _last_byte(fd, size) != b"\n":
+                data = b"\n" + data
+                repaired = 1
+            else:
+                repaired = 0
+        except OSError as exc:
+            raise SessionWriteError.from_os(self.path, exc) from exc
+        try:
+            _write_fully(fd, data)
+            if self.fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            # Cut back what this call wrote (a part of its line), unless someone else
+            # appended meanwhile: then the partial line stays, reported on the next load.
+            with contextlib.suppress(OSError):
+                if os.fstat(fd).st_size <= size + len(data):
+                    os.ftruncate(fd, size)
+            raise SessionWriteError.from_os(self.path, exc) from exc
+        self.repaired += repaired
         return size + len(data)
 
     def _open(self) -> int:

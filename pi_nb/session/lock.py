@@ -31,6 +31,7 @@ __all__ = [
     "SessionLock",
     "SessionLockWarning",
     "SessionLockedError",
+    "append_mutex",
     "lock_path",
     "lock_timeout",
 ]
@@ -79,9 +80,13 @@ class _Shared:
         from filelock import FileLock
 
         self.file = file
-        self.lock = FileLock(file, thread_local=False)
+        # 0600: the lock file sits next to a file that holds whole conversations.
+        self.lock = FileLock(file, mode=0o600, thread_local=False)
         self.count = 0
         self.mutex = threading.Lock()
+        # Serializes appends of every tree of this file in this process (threads: a widget
+        # button while a cell runs), as the file lock serializes processes.
+        self.appends = threading.RLock()
 
 
 _registry: dict[str, _Shared] = {}
@@ -103,6 +108,13 @@ def _shared_for(file: str) -> _Shared:
         if shared is None:
             shared = _registry[file] = _Shared(file)
         return shared
+
+
+def append_mutex(path: str) -> threading.RLock:
+    """The lock that serializes appends to ``path`` within this process (one per file,
+    shared by every tree of it, like the file lock)."""
+    real = lock_path(os.path.realpath(os.path.abspath(os.fspath(path))))
+    return _shared_for(real).appends  # type: ignore[return-value]
 
 
 class SessionLock:

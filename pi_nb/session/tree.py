@@ -7,7 +7,9 @@ written is ever changed.
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,8 +37,17 @@ from ..tokens import (
     estimate_projected_context_tokens,
     extend_context_tokens,
 )
-from .jsonl import Appender, LoadReport, SessionError, encode_line, load_file, parse_entry_line
-from .lock import LockMode, SessionLock
+from .jsonl import (
+    Appender,
+    LoadReport,
+    SessionError,
+    encode_for_write,
+    file_digest,
+    load_file,
+    parse_entry_line,
+    rewrite,
+)
+from .lock import LockMode, SessionLock, append_mutex
 
 
 class EntryNotFoundError(SessionError, KeyError):
@@ -48,6 +59,18 @@ class EntryNotFoundError(SessionError, KeyError):
 
 class ContextEditError(SessionError, ValueError):
     """A context edit that Pi 1.3 would refuse."""
+
+
+def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a tree operation that reads the leaf and appends as one step, under the append
+    mutex of its file (one per file and process: see :func:`~pi_nb.session.lock.append_mutex`)."""
+
+    @functools.wraps(method)
+    def run(self: SessionTree, *args: Any, **kwargs: Any) -> Any:
+        with self._mutex:
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 @dataclass
@@ -103,6 +126,10 @@ class SessionTree:
         self._flushed = persisted
         self._has_conversation = False
         self._appender = Appender(path, fsync=fsync) if path else None
+        self._mutex: threading.RLock = append_mutex(path) if path else threading.RLock()  # type: ignore[assignment]
+        # An old-version file read and migrated in memory: (size, digest) of the bytes read.
+        # The file itself is rewritten at the first write, under the writer lock.
+        self._pending_migration: tuple[int, bytes] | None = None
         # Writer state: the OS lock (taken on the first write, see lock.py) and how much of
         # the file this tree has seen, to pick up what another writer appended meanwhile.
         self._lock_mode = lock
@@ -186,6 +213,7 @@ class SessionTree:
             tree = cls.create(None, session_dir=os.path.dirname(file), **kwargs)
             tree.path = file
             tree._appender = Appender(file, fsync=kwargs.get("fsync", False))
+            tree._mutex = append_mutex(file)
             os.remove(file)
             tree._write_all()
             return tree
@@ -201,6 +229,8 @@ class SessionTree:
             **kwargs,
         )
         tree._known_size = loaded.size if loaded.size >= 0 else None
+        if loaded.digest is not None:
+            tree._pending_migration = (loaded.size, loaded.digest)
         return tree
 
     @classmethod
@@ -425,11 +455,13 @@ class SessionTree:
 
     # --- moving the leaf ----------------------------------------------------------------
 
+    @_serialized
     def branch(self, entry_id: str) -> None:
         """Move the leaf to an existing entry; the next append starts a new branch there."""
         self.entry(entry_id)
         self._leaf_id = entry_id
 
+    @_serialized
     def reset_leaf(self) -> None:
         """Leaf := None; the next append becomes a new root."""
         self._leaf_id = None
@@ -452,32 +484,69 @@ class SessionTree:
             "timestamp": self._clock(),
         }
 
+    @_serialized
     def append_entry(self, entry: Entry) -> Entry:
         """Append a ready-made entry dict (any type, unknown ones too) and move the leaf.
 
         Credentials in it are redacted first, in place (:func:`pi_nb.redact.redact_obj`):
-        no live key is ever written. On a persisted session the line is written before the
-        entry is indexed, so a failed write leaves the tree as it was.
+        no live key is ever written. A failed write (:class:`SessionWriteError`: disk
+        full…) leaves the tree as it was: the entry is not kept and the leaf does not move,
+        so no later entry can point at a parent that was never written. Appends from
+        several threads (or several trees of one file in this process) are serialized.
         """
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or entry["id"] in self._by_id:
             raise SessionError("entry needs a fresh string id")
         if self._appender is None:
+            from ..redact import redact_obj
+
             redact_obj(entry, in_place=True)
             self._index(entry)
         else:
-            data = encode_line(entry)  # not writable as JSON: fails before anything changes
-            if needs_redaction(data):  # one scan of the line; the walk only when needed
-                redact_obj(entry, in_place=True)
-                data = encode_line(entry)
+            data = encode_for_write(entry)  # not writable as JSON: fails before anything changes
             if self._flushed:
                 self._write_line(data)
                 self._index(entry)
             else:
+                undo = self._undo_point(entry)
                 self._index(entry)
-                self._persist(entry)
+                try:
+                    self._persist(entry)
+                except BaseException:
+                    self._unindex(entry, *undo)
+                    raise
         for listener in list(self._listeners):
             listener(entry)
         return entry
+
+    def _undo_point(self, entry: Entry) -> tuple[str | None, bool, tuple[str, str] | None]:
+        """What :meth:`_index` of ``entry`` changes besides appending: leaf, conversation
+        flag, and the label of the target it relabels."""
+        target = entry.get("targetId") if entry.get("type") == "label" else None
+        label = self._labels.get(target) if isinstance(target, str) else None
+        return self._leaf_id, self._has_conversation, label
+
+    def _unindex(
+        self, entry: Entry, leaf: str | None, conversation: bool, label: tuple[str, str] | None
+    ) -> None:
+        """Undo :meth:`_index` of the last entry (its write failed)."""
+        if self._list and self._list[-1] is entry:
+            self._list.pop()
+        eid = entry["id"]
+        if self._by_id.get(eid) is entry:
+            del self._by_id[eid]
+        if self._children is not None:
+            siblings = self._children.get(_parent_key(entry), [])
+            if siblings and siblings[-1] == eid:
+                siblings.pop()
+        target = entry.get("targetId") if entry.get("type") == "label" else None
+        if isinstance(target, str):
+            if label is None:
+                self._labels.pop(target, None)
+            else:
+                self._labels[target] = label
+        self._leaf_id = leaf
+        self._has_conversation = conversation
+        self._projection_cache = None
 
     def _persist(self, entry: Entry) -> None:
         if self._appender is None:
@@ -487,7 +556,7 @@ class SessionTree:
                 return
             self._write_all()
             return
-        self._write_line(encode_line(entry))
+        self._write_line(encode_for_write(entry))
 
     def _ensure_writer(self) -> None:
         """Hold the session's writer lock (taken on the first write; see lock.py)."""
@@ -500,10 +569,28 @@ class SessionTree:
     def _write_line(self, data: bytes) -> None:
         assert self._appender is not None
         self._ensure_writer()
+        if self._pending_migration is not None:
+            self._migrate_on_disk()
         size = self._appender.size()
         if self._known_size is not None and size != self._known_size:
             self._catch_up(size)
-        self._known_size = self._appender.append_bytes(data, size)
+        self._known_size = self._appender.append_encoded(data, size)
+
+    def _migrate_on_disk(self) -> None:
+        """Rewrite an old-version file in the current format before the first append, as
+        Pi does on load, but only now: under the writer lock, and only if the file is still
+        the one that was read (else another writer changed it and this tree's migrated
+        ids may not match: re-open)."""
+        assert self.path is not None and self._pending_migration is not None
+        if file_digest(self.path) != self._pending_migration:
+            raise SessionError(
+                f"{self.path}: the file changed since it was opened (another writer); re-open "
+                "it before writing"
+            )
+        if self._appender is not None:
+            self._appender.close()  # the descriptor of the file being replaced
+        self._known_size = rewrite(self.path, self.header, self.entries)
+        self._pending_migration = None
 
     def _catch_up(self, size: int) -> None:
         """Index entries another writer appended since this tree last read or wrote the file
@@ -540,11 +627,13 @@ class SessionTree:
         self._known_size = self._appender.create([self.header, *self.entries])
         self._flushed = True
 
+    @_serialized
     def flush(self) -> None:
         """Write the file now even without a conversation yet (Pi would wait)."""
         if self._appender is not None and not self._flushed:
             self._write_all()
 
+    @_serialized
     def close(self) -> None:
         """Close the file and release the writer lock (a later append takes them again)."""
         if self._appender is not None:
@@ -562,6 +651,7 @@ class SessionTree:
         """True once the file exists on disk."""
         return self._flushed
 
+    @_serialized
     def append_message(self, message: Message) -> Entry:
         """Append a user / assistant / toolResult / bashExecution / system / custom message."""
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -570,17 +660,20 @@ class SessionTree:
         entry["message"] = message
         return self.append_entry(entry)
 
+    @_serialized
     def append_thinking_level_change(self, level: str) -> Entry:
         entry = self._base("thinking_level_change")
         entry["thinkingLevel"] = level
         return self.append_entry(entry)
 
+    @_serialized
     def append_model_change(self, provider: str, model_id: str) -> Entry:
         entry = self._base("model_change")
         entry["provider"] = provider
         entry["modelId"] = model_id
         return self.append_entry(entry)
 
+    @_serialized
     def append_usage(
         self, kind: str, provider: str, model: str, usage: dict[str, Any], note: str | None = None
     ) -> Entry:
@@ -590,6 +683,7 @@ class SessionTree:
             entry["note"] = note
         return self.append_entry(entry)
 
+    @_serialized
     def append_compaction(
         self,
         summary: str,
@@ -614,6 +708,7 @@ class SessionTree:
             entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
         return self.append_entry(entry)
 
+    @_serialized
     def append_custom(self, custom_type: str, data: Any = None) -> Entry:
         """Extension state that never enters the context."""
         entry: Entry = {"type": "custom", "customType": custom_type}
@@ -622,6 +717,7 @@ class SessionTree:
         entry.update(self._base("custom"))
         return self.append_entry(entry)
 
+    @_serialized
     def append_custom_message(
         self, custom_type: str, content: Any, display: bool = True, details: Any = None
     ) -> Entry:
@@ -637,6 +733,7 @@ class SessionTree:
         entry.update(self._base("custom_message"))
         return self.append_entry(entry)
 
+    @_serialized
     def append_session_info(self, name: str) -> Entry:
         entry = self._base("session_info")
         entry["name"] = _collapse_newlines(name)
@@ -651,6 +748,7 @@ class SessionTree:
                 return name.strip() or None if isinstance(name, str) else None
         return None
 
+    @_serialized
     def append_label(self, target_id: str, label: str | None) -> Entry:
         """Set (or with None / "" clear) the label of an entry; the last label wins."""
         self.entry(target_id)
@@ -660,6 +758,7 @@ class SessionTree:
             entry["label"] = label
         return self.append_entry(entry)
 
+    @_serialized
     def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> Entry:
         """Replace (``{"content": ...}``) or omit (None) one earlier message in the context.
 
@@ -693,6 +792,7 @@ class SessionTree:
         entry["replacement"] = replacement
         return self.append_entry(entry)
 
+    @_serialized
     def branch_with_summary(
         self,
         target_id: str | None,
@@ -719,6 +819,7 @@ class SessionTree:
 
     # --- forks --------------------------------------------------------------------------
 
+    @_serialized
     def fork(self, leaf_id: str | None = None, path: str | os.PathLike[str] | None = None) -> SessionTree:
         """A new session file holding only the path root→leaf, with its labels carried.
 
@@ -760,14 +861,15 @@ class SessionTree:
         tail = kept[-1]["id"] if kept else None
         for target, (text, stamp) in self._labels.items():
             if target in ids:
-                label_entry = {
+                # Label text can hold a key too (a file written elsewhere): a fork copies none.
+                label_entry = redact_obj({
                     "type": "label",
                     "id": new_entry_id(ids),
                     "parentId": tail,
                     "timestamp": stamp,
                     "targetId": target,
                     "label": text,
-                }
+                })
                 ids.add(label_entry["id"])
                 new._index(label_entry)
                 tail = label_entry["id"]

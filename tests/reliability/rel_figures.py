@@ -22,6 +22,11 @@ LABELS = {
     "redaction_cases": "redaction cases checked",
     "faults": "provider / tool faults injected end to end",
     "oracle_checks": "files re-projected by Pi 1.3.0 and compared",
+    "store_concurrent_reads": "read-only opens while another process appended",
+    "store_entries_appended_during_reads": "  entries appended meanwhile (all kept)",
+    "store_thread_appends": "appends from two threads (one tree / two trees of a file)",
+    "store_killed_creates_and_forks": "creates / forks killed mid-write (temp files cleaned)",
+    "store_disk_full": "writes failed with ENOSPC (one line, nothing half-written)",
 }
 
 

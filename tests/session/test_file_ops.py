@@ -312,8 +312,9 @@ def test_custom_session_id_validated(tmp_path, sid):
 # --- migration -----------------------------------------------------------------------------------
 
 
-def test_v1_file_is_migrated_and_rewritten(tmp_path):
+def test_v1_file_is_migrated_and_rewritten_at_the_first_write(tmp_path):
     path = _copy("v1_session.jsonl", tmp_path)
+    original = path.read_bytes()
     tree = SessionTree.open(path)
     assert tree.report.migrated_from == 1
     assert tree.header["version"] == 3
@@ -330,22 +331,34 @@ def test_v1_file_is_migrated_and_rewritten(tmp_path):
     assert roles(msgs) == ["compactionSummary", "user", "assistant", "custom", "user"]
     assert texts(msgs)[1:3] == ["second question", "second answer"]
     assert tree.projection().thinking_level == "medium"
-    # the file on disk was rewritten in the new format
+    # Reading never replaces the file (another process may be appending to it) ...
+    assert path.read_bytes() == original
+    # ... the first write rewrites it in the new format, under the writer lock.
+    added = tree.append_message(user("after migration", ts=9))
     on_disk = [json.loads(x) for x in _lines(path)]
     assert on_disk[0]["version"] == 3
-    assert [e["id"] for e in on_disk[1:]] == ids
+    assert [e["id"] for e in on_disk[1:]] == [*ids, added["id"]]
     assert on_disk[6]["firstKeptEntryId"] == ids[3]
+    assert on_disk[-1]["parentId"] == ids[-1]
     assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+    reopened = SessionTree.open(path)
+    assert reopened.report.migrated_from is None and reopened.leaf_id == added["id"]
 
 
 def test_migration_is_idempotent(tmp_path):
     path = _copy("v1_session.jsonl", tmp_path)
-    first = SessionTree.open(path)
     data = path.read_bytes()
+    first = SessionTree.open(path)
     second = SessionTree.open(path)
-    assert second.report.migrated_from is None
+    # Migrated in memory by both reads, with the same ids (derived from the header), so an
+    # id one command prints can be passed to the next; the file is untouched.
+    assert second.report.migrated_from == 1
     assert [e["id"] for e in second.entries] == [e["id"] for e in first.entries]
     assert path.read_bytes() == data
+    first.append_custom("note")
+    third = SessionTree.open(path)
+    assert third.report.migrated_from is None
+    assert [e["id"] for e in third.entries][:-1] == [e["id"] for e in second.entries]
 
 
 def test_v2_hook_message_becomes_custom(tmp_path):
@@ -354,6 +367,7 @@ def test_v2_hook_message_becomes_custom(tmp_path):
     assert tree.report.migrated_from == 2
     assert [e["id"] for e in tree.entries] == ["a0000001", "a0000002", "a0000003"]
     assert tree.entry("a0000002")["message"]["role"] == "custom"
+    tree.append_custom("note")
     on_disk = [json.loads(x) for x in _lines(path)]
     assert on_disk[0]["version"] == 3
     assert on_disk[2]["message"]["role"] == "custom"
@@ -372,6 +386,8 @@ def test_migration_keeps_lone_surrogate_escapes(tmp_path):
     )
     tree = SessionTree.open(path)
     assert tree.entry("m1")["message"]["content"] == "cut \ud83d"
+    tree.append_custom("note")  # the first write rewrites the migrated file
+    assert '"version":3' in path.read_text(encoding="utf-8")
     assert "\\ud83d" in path.read_text(encoding="utf-8")
     assert SessionTree.open(path).entry("m1")["message"]["content"] == "cut \ud83d"
 

@@ -346,11 +346,12 @@ class TreeBuilder:
                 raise TranscriptImportError(f"{path}: output file already exists")
             path.unlink()
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Written directly (not through SessionTree.create) so the header keeps the source's
-        # id and time, and the file is complete even without a user or assistant message.
-        with open(path, "w", encoding="utf-8") as handle:
-            for item in (header, *self.entries):
-                handle.write(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n")
+        # Written by the session store's writer (redacted, 0600, atomic) but not through
+        # SessionTree.create, so the header keeps the source's id and time, and the file is
+        # complete even without a user or assistant message.
+        from ...session.jsonl import Appender
+
+        Appender(os.fspath(path)).create([header, *self.entries])
         return SessionTree.open(path)
 
 
