@@ -30,7 +30,7 @@ from ..entries import (
 )
 from ..messages import current_system_message
 from ..projection import Projection, build_session_projection, extend_projection
-from ..redact import needs_redaction, redact_obj
+from ..redact import redact_obj
 from ..tokens import (
     ContextTokens,
     TokenCache,
