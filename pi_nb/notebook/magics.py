@@ -24,7 +24,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Bool, Dict, Integer, Unicode, observe
+from traitlets import Bool, Dict, Integer, TraitError, Unicode, observe, validate
 
 OFFLINE_MODEL = "pinb/smollm2"
 FALLBACK_MODEL = "pinb/scripted"
@@ -310,6 +310,37 @@ class PiMagics(Magics):
         options["llm_kwargs"] = self._model_kwargs()
         return options
 
+    @validate("window", "reserve", "keep", "max_tokens")
+    def _check_budget(self, proposal: Any) -> Any:
+        """``%config PiMagics.window = -10`` is refused like ``%pi model --window -10``; the
+        earlier value stays."""
+        name, value = proposal["trait"].name, proposal["value"]
+        if value is not None and value < 0:
+            raise TraitError(
+                f"PiMagics.{name} must be ≥ 0, not {value} (it stays {getattr(self, name)})"
+            )
+        return value
+
+    @validate("llm_kwargs")
+    def _check_llm_kwargs(self, proposal: Any) -> Any:
+        """Reserved call arguments and malformed scripts are refused at ``%config`` time."""
+        from ..llm import check_call_options
+        from ..models.scripted import Script, check_turns
+
+        value = proposal["value"]
+        try:
+            check_call_options(value)
+            script = value.get("script")
+            if isinstance(script, (list, tuple)):
+                check_turns(script)
+            elif script is not None and not isinstance(script, Script):
+                raise ValueError(
+                    f"script must be a list of turns, not a {type(script).__name__}"
+                )
+        except ValueError as exc:
+            raise TraitError(f"PiMagics.llm_kwargs: {exc} (the setting is unchanged)") from None
+        return value
+
     @observe("model", "window", "reserve", "keep", "max_tokens", "llm_kwargs")
     def _apply_setting(self, change: Any) -> None:
         """A changed setting (``%config`` or ``%pi model``) applies to the current session."""
@@ -320,7 +351,7 @@ class PiMagics(Magics):
         if name == "model":
             session.model = value or default_model()
         elif name == "llm_kwargs":
-            session.llm_kwargs = {**session.llm_kwargs, **self._model_kwargs()}
+            session.llm_kwargs = self._model_kwargs()  # replaces: {} clears earlier keys
         else:
             setattr(session, name, value)
 
@@ -328,8 +359,10 @@ class PiMagics(Magics):
         from ..agent import Session
 
         if path is None and self.session_dir:
-            os.makedirs(self.session_dir, exist_ok=True)
-            path = os.path.join(self.session_dir, _new_file_name())
+            folder = os.path.expanduser(self.session_dir)
+            if not os.path.isdir(folder):
+                os.mkdir(folder)  # the folder named, not missing parents (FileNotFoundError)
+            path = os.path.join(folder, _new_file_name())
         return Session.new(os.path.expanduser(path) if path else None, cwd=cwd, **self._options())
 
     def current(self) -> Any:
@@ -356,6 +389,8 @@ class PiMagics(Magics):
             return None
         except UsageError:
             raise
+        except TraitError as exc:  # a setting refused by its validator (one line)
+            raise UsageError(_one_line(exc)) from None
         except KeyboardInterrupt:
             print("\n[interrupted]")
             return None
