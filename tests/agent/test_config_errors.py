@@ -5,6 +5,7 @@ missing folders. No network: every real-model test makes an HTTP attempt fail th
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -230,7 +231,7 @@ def test_malformed_scripted_turn_at_call_time_is_fatal_one_line(make_session, sl
     assert len(errors) == 1
     stored = errors[0]["errorMessage"]
     assert "\n" not in stored and "Traceback" not in stored and "script turn 1" in stored
-    assert session.path is not None and "Traceback" not in open(session.path).read()
+    assert session.path is not None and "Traceback" not in Path(session.path).read_text()
 
 
 def test_error_message_is_one_line_without_traceback():
