@@ -1,24 +1,54 @@
 """One model call over litellm, returned as a Pi assistant message.
 
 litellm is imported on the first call only (it costs seconds), with its bundled price and
-context-window table (no network). The embedded offline models (`pinb/...`) are
-registered at the same moment.
+context-window table (no network; the environment variable that asks for it is set only
+while the import runs). The embedded offline models (`pinb/...`) are registered at the
+same moment.
+
+Extra call options (a session's ``llm_kwargs``) are merged with pi_nb's own arguments by
+:func:`call_options`, the one rule for every call (agent replies and summaries):
+
+- an option the user set explicitly wins over pi_nb's value (``stream``, ``temperature`` …);
+- ``max_tokens`` is a cap from both sides: the smaller one applies (a summary keeps its
+  window-fitted budget below a larger user cap; a smaller user cap caps summaries too — use
+  ``Session(max_tokens=…)`` to cap only the agent's replies);
+- the arguments pi_nb must control (:data:`RESERVED_OPTIONS`: ``model``, ``messages``,
+  ``tools`` …) cannot be set there: :class:`ModelConfigError`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .entries import Message, empty_usage, js_numbers
 
 _LOCK = threading.Lock()
 _LITELLM: Any = None
+
+#: Call arguments that pi_nb passes itself and a user's ``llm_kwargs`` may not replace.
+RESERVED_OPTIONS = ("model", "messages", "tools", "on_text", "should_abort")
+#: Options with which the provider's key need not be in the environment: credentials or an
+#: endpoint of the caller's, or litellm's offline ``mock_response``.
+_NO_KEY_NEEDED = (
+    "api_key",
+    "api_base",
+    "base_url",
+    "azure_ad_token",
+    "aws_access_key_id",
+    "mock_response",
+)
+
+
+class ModelConfigError(ValueError):
+    """The model cannot be called as configured (a missing key, a reserved option …).
+
+    Raised before anything is sent or written; the message is one line.
+    """
 
 
 def litellm_module() -> Any:
@@ -28,16 +58,78 @@ def litellm_module() -> Any:
         return _LITELLM
     with _LOCK:
         if _LITELLM is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm
+            from .models import ensure_litellm, register
 
+            litellm = ensure_litellm()
             litellm.suppress_debug_info = True
             litellm.telemetry = False
-            from .models import register
-
             register()
             _LITELLM = litellm
     return _LITELLM
+
+
+def check_call_options(llm_kwargs: Mapping[str, Any]) -> None:
+    """Refuse ``llm_kwargs`` that set an argument pi_nb controls (one-line error)."""
+    clash = [key for key in RESERVED_OPTIONS if key in llm_kwargs]
+    if clash:
+        raise ModelConfigError(
+            f"llm_kwargs cannot set {', '.join(clash)}: pi_nb passes "
+            f"{'it' if len(clash) == 1 else 'them'} itself (choose the model with model=, "
+            "the tools with tools=)"
+        )
+
+
+def call_options(llm_kwargs: Mapping[str, Any] | None, **own: Any) -> dict[str, Any]:
+    """pi_nb's own keyword arguments for :func:`complete` merged with a user's ``llm_kwargs``.
+
+    The user's explicit options win; for ``max_tokens`` the smaller cap applies; reserved
+    arguments in ``llm_kwargs`` raise :class:`ModelConfigError` (see the module docstring).
+    """
+    user = dict(llm_kwargs or {})
+    check_call_options(user)
+    merged = {**own, **user}
+    caps = [v for v in (own.get("max_tokens"), user.get("max_tokens")) if v is not None]
+    if caps:
+        merged["max_tokens"] = min(caps)
+    return merged
+
+
+def missing_environment(model: str, llm_kwargs: Mapping[str, Any] | None = None) -> list[str]:
+    """The environment variables a hosted model needs but that are not set (offline check).
+
+    Asks ``litellm.validate_environment`` (it only reads the environment). Only API-key
+    variables count — a missing base URL or cloud credential (Ollama, Azure, Bedrock,
+    Vertex) may have a default or come from elsewhere, and is left to the provider. Empty
+    for the embedded ``pinb/…`` models and when ``llm_kwargs`` name credentials or an
+    endpoint (``api_key``, ``api_base`` …) or ask for ``mock_response``.
+    """
+    if model.startswith("pinb/") or any(k in (llm_kwargs or {}) for k in _NO_KEY_NEEDED):
+        return []
+    litellm = litellm_module()
+    if getattr(litellm, "api_key", None):
+        return []
+    try:
+        found = litellm.validate_environment(model)
+    except Exception:  # an unknown provider: let the call report it
+        return []
+    missing = [str(k) for k in found.get("missing_keys") or []]
+    if not missing or not all(k.endswith("_API_KEY") for k in missing):
+        return []
+    provider = split_model(model)[0]
+    if getattr(litellm, f"{provider}_key", None):  # e.g. litellm.openai_key set in code
+        return []
+    return missing
+
+
+def check_environment(model: str, llm_kwargs: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`ModelConfigError` (one line naming the variable) when the model's API
+    key is not in the environment — before anything is sent."""
+    missing = missing_environment(model, llm_kwargs)
+    if missing:
+        names = " or ".join(missing)
+        raise ModelConfigError(
+            f"{model} needs an API key: set {names} in the environment (or pass api_key=…)"
+        )
 
 
 def split_model(model: str) -> tuple[str, str]:

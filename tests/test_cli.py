@@ -194,3 +194,28 @@ def test_context_json_prints_numbers_like_javascript(tmp_path):
     message = json.loads(result.stdout)["messages"][0]
     assert '"timestamp": 1,' in result.stdout and '"zero": 0}' in result.stdout
     assert message["score"] == 2.5
+
+
+def _offline_env(**extra: str) -> dict[str, str]:
+    """The environment without any OpenAI key; an HTTP attempt would hit a closed local port."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_BASE="http://127.0.0.1:9/v1", **extra)
+    return env
+
+
+def test_prompt_without_the_provider_key_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "s.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "pi_nb", "prompt", str(path), "hello", "--model", "gpt-4o",
+                           "--no-tools"], capture_output=True, text=True, timeout=120, env=_offline_env())
+    line = _assert_one_error_line(proc)
+    assert "OPENAI_API_KEY" in line and "[retry" not in proc.stderr
+    assert proc.stdout == "" and not path.exists()
+
+
+def test_prompt_refuses_a_missing_folder(tmp_path):
+    path = tmp_path / "nope" / "dir" / "new.jsonl"
+    line = _assert_one_error_line(run("prompt", path, "hi", "--no-tools"))
+    assert "no such folder" in line
+    assert not (tmp_path / "nope").exists()

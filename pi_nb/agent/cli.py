@@ -120,7 +120,9 @@ def run_prompt_cli(
 
     The reply streams to ``stream_to`` (stdout); tool calls, compactions and retries are
     noted on ``err`` (stderr). Compaction happens when the trigger fires. Returns 0 on
-    success, 1 when the run failed, 130 when it was interrupted.
+    success, 1 when the run failed, 2 for a configuration mistake (the file's folder does
+    not exist, the model's API key is not set: one line, nothing written), 130 when it was
+    interrupted.
     """
     from .session import Session
 
@@ -129,17 +131,23 @@ def run_prompt_cli(
     opts = {**_session_options(model, window, reserve, keep), **options}
     if no_tools:
         opts["no_tools"] = True
+    from ..llm import ModelConfigError
+
     file = os.path.abspath(path)
-    folder = os.path.dirname(file)
-    if folder and not os.path.isdir(folder):
-        os.makedirs(folder, exist_ok=True)
-    if os.path.exists(file) and os.path.getsize(file) > 0:
-        session = Session.open(file, **opts)
-    else:
-        opts.setdefault("cwd", os.getcwd())
-        session = Session.open_or_new(file, **opts)
-    printer = _Printer(out, err)
-    result = session.prompt(text, on_event=printer)
+    try:
+        if os.path.exists(file) and os.path.getsize(file) > 0:
+            session = Session.open(file, **opts)
+        else:
+            # Session.new refuses a missing folder: only the file named is created.
+            opts.setdefault("cwd", os.getcwd())
+            session = Session.open_or_new(file, **opts)
+        printer = _Printer(out, err)
+        # A missing API key is refused here, before anything is sent or written.
+        result = session.prompt(text, on_event=printer)
+    except (ModelConfigError, FileNotFoundError) as exc:
+        err.write(f"pi-nb: error: {exc}\n")
+        err.flush()
+        return EXIT_USAGE
     session.tree.flush()
     if result.aborted:
         return EXIT_ABORTED

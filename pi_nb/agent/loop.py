@@ -121,7 +121,9 @@ class LoopConfig:
         model: litellm model name.
         tools: tools the model may call.
         system_prompt: folded into the request's leading system message.
-        llm_kwargs: extra keyword arguments for every model call (e.g. ``script=``).
+        llm_kwargs: extra keyword arguments for every model call (e.g. ``script=``), merged
+            with the loop's own by :func:`pi_nb.llm.call_options` (explicit ones win,
+            ``max_tokens`` is the smaller cap).
         max_tokens: output limit per reply (None: the provider's default).
         transform_context: Pi's ``transformContext``: gets the projected messages before they
             are converted for the provider and returns the messages to send. It must not
@@ -360,17 +362,20 @@ class AgentLoop:
                 self._emit({"type": "message_update", "delta": delta, "kind": "text"})
 
             try:
+                from ..llm import call_options
+
                 request, tools = self._request()
-                reply = complete(
-                    self.config.model,
-                    request,
+                # One merge rule for every call (pi_nb.llm.call_options): the user's explicit
+                # llm_kwargs win, max_tokens is the smaller cap.
+                options = call_options(
+                    self.config.llm_kwargs,
                     tools=tools,
                     max_tokens=self.config.max_tokens,
                     stream=self.config.stream,
                     on_text=on_text,
                     should_abort=self.abort.is_set,
-                    **self.config.llm_kwargs,
                 )
+                reply = complete(self.config.model, request, **options)
             except KeyboardInterrupt:
                 self.abort.set()
                 reply = _with_text({**partial, "stopReason": "aborted"}, deltas)

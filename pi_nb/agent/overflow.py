@@ -26,6 +26,7 @@ __all__ = [
     "is_overflow_message",
     "is_recoverable_length",
     "is_retryable_error",
+    "one_line",
     "unwrap_exception",
 ]
 
@@ -125,13 +126,28 @@ _TRANSIENT_TYPES = {
     "ReadTimeout",
     "ConnectTimeout",
 }
+# Authentication and configuration errors: retrying cannot help.
 _FATAL_TYPES = {
     "AuthenticationError",
     "PermissionDeniedError",
     "NotFoundError",
+    "BadRequestError",
+    "UnprocessableEntityError",
+    "UnsupportedParamsError",
+    "InvalidRequestError",
     "BudgetExceededError",
     "ContentPolicyViolationError",
+    "ModelConfigError",
 }
+# The same, told only by the text (litellm reports a missing OpenAI key as a 500).
+_CONFIG = re.compile(
+    r"missing credentials|api[_ -]?key|authenticat|unauthori[sz]ed|invalid x-api-key"
+    r"|permission denied|\b40[13]\b",
+    re.I,
+)
+# Throttling texts that may mention the key ("rate limit reached for this API key").
+_TRANSIENT_WORDING = re.compile(r"rate.?limit|too many requests|overloaded|\b429\b", re.I)
+_TRACEBACK = re.compile(r"\s*Traceback \(most recent call last\):.*", re.S)
 
 
 def _usage(message: dict[str, Any]) -> dict[str, Any]:
@@ -208,26 +224,38 @@ def _type_names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
+def one_line(text: str, limit: int = 2000) -> str:
+    """An error text as one line: a trailing traceback dropped, whitespace runs (newlines
+    included) collapsed, at most ``limit`` characters."""
+    text = " ".join(_TRACEBACK.sub("", text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def error_message_of(exc: BaseException) -> str:
-    """A one-line message for an exception (its text, else its type name)."""
+    """A one-line message for an exception (its text, else its type name), never a
+    traceback: this is what a session stores as ``errorMessage``."""
     exc = unwrap_exception(exc)
-    text = str(exc).strip() or type(exc).__name__
-    return text
+    return one_line(str(exc)) or type(exc).__name__
 
 
 def classify_exception(exc: BaseException) -> ErrorKind:
     """``"overflow"``, ``"transient"`` or ``"fatal"`` for an exception raised by a model call.
 
-    litellm's ``ContextWindowExceededError`` is an overflow; rate limits, 5xx, service
-    unavailable, connection errors and timeouts are transient (unless the text says a
-    quota or budget is exhausted); other errors are classified by their text, else fatal.
+    litellm's ``ContextWindowExceededError`` (or a 400 with an overflow wording) is an
+    overflow; authentication and configuration errors (``AuthenticationError``,
+    ``BadRequestError``, ``NotFoundError`` …, or a text about a missing or invalid API key)
+    are fatal; rate limits, 5xx, service unavailable, connection errors and timeouts are
+    transient (unless the text says a quota or budget is exhausted); other errors are
+    classified by their text, else fatal.
     """
     exc = unwrap_exception(exc)
     names = _type_names(exc)
-    text = str(exc)
+    text = _TRACEBACK.sub("", str(exc))
     if names & _OVERFLOW_TYPES:
         return "overflow"
     if names & _FATAL_TYPES:
+        return "overflow" if is_overflow_message(text) else "fatal"
+    if _CONFIG.search(text) and not _TRANSIENT_WORDING.search(text):
         return "fatal"
     if names & _TRANSIENT_TYPES:
         return "fatal" if _QUOTA.search(text) else "transient"

@@ -202,7 +202,10 @@ class Session:
     * ``steering_mode`` / ``follow_up_mode`` — ``"one-at-a-time"`` or ``"all"``;
     * ``complete`` — replacement for :func:`pi_nb.llm.complete` (tests);
     * anything else is passed to every model call (e.g. ``script=[…]`` for pinb/scripted,
-      ``temperature=0``); ``llm_kwargs={…}`` does the same explicitly.
+      ``temperature=0``); ``llm_kwargs={…}`` does the same explicitly. They are merged with
+      pi_nb's own call arguments by :func:`pi_nb.llm.call_options`: an explicit option wins,
+      ``max_tokens`` there caps every call (summaries too; the smaller cap applies), and
+      ``model`` / ``messages`` / ``tools`` are refused (``ModelConfigError``, a ValueError).
     """
 
     def __init__(
@@ -264,8 +267,7 @@ class Session:
         self.retry = retry or RetryPolicy()
         self.max_tokens = max_tokens
         self.tool_timeout = tool_timeout
-        self.llm_kwargs: dict[str, Any] = {**(llm_kwargs or {}), **extra_llm_kwargs}
-        self._adapt_script()
+        self.llm_kwargs = {**(llm_kwargs or {}), **extra_llm_kwargs}
         self._complete = complete
         self.steering = MessageQueue(steering_mode)
         self.follow_ups = MessageQueue(follow_up_mode)
@@ -309,8 +311,18 @@ class Session:
         **opts: Any,
     ) -> Session:
         """A new session (file created on the first message; without ``path``, in Pi's
-        default session folder for ``cwd``)."""
+        default session folder for ``cwd``).
+
+        Only the file named is created: a ``path`` whose folder does not exist raises
+        FileNotFoundError at once (Pi's default folder is created as needed).
+        """
         folder = os.fspath(cwd) if cwd is not None else None
+        if path is not None:
+            parent = os.path.dirname(os.path.abspath(os.path.expanduser(os.fspath(path))))
+            if not os.path.isdir(parent):
+                raise FileNotFoundError(
+                    f"{parent}: no such folder (create it first; pi_nb creates only the session file)"
+                )
         tree = SessionTree.create(path, folder)
         return cls(tree, cwd=folder, **opts)
 
@@ -330,17 +342,33 @@ class Session:
             os.remove(file)  # an empty file: start afresh at the same path
         return cls.new(file, **opts)
 
+    @property
+    def llm_kwargs(self) -> dict[str, Any]:
+        """Extra options for every model call (see the class docstring); assigning replaces
+        them all (``{}`` clears them)."""
+        return self._llm_kwargs
+
+    @llm_kwargs.setter
+    def llm_kwargs(self, value: dict[str, Any]) -> None:
+        from ..llm import check_call_options
+
+        kwargs = dict(value or {})
+        check_call_options(kwargs)
+        self._llm_kwargs = kwargs
+        self._adapt_script()
+
     def _adapt_script(self) -> None:
         """A list script for pinb/scripted becomes a stateful Script (one turn per call).
 
         A list is replayed by counting assistant messages in the request, which a retry, an
-        omitted failure or a compaction changes; a session needs call order.
+        omitted failure or a compaction changes; a session needs call order. Building the
+        Script checks every turn, so a malformed script fails here, before any call.
         """
-        script = self.llm_kwargs.get("script")
+        script = self._llm_kwargs.get("script")
         if isinstance(script, (list, tuple)) and self._model.startswith("pinb/"):
             from ..models.scripted import Script
 
-            self.llm_kwargs["script"] = Script(script)
+            self._llm_kwargs["script"] = Script(script)
 
     # --- properties -----------------------------------------------------------------------------
 
@@ -577,7 +605,14 @@ class Session:
 
         ``on_event`` receives this run's events (``message_update`` carries text deltas).
         Returns a :class:`RunResult`; a failed run has ``error`` set (it does not raise).
+        A model that cannot be called as configured — its API key is not in the environment
+        — raises :class:`pi_nb.llm.ModelConfigError` (one line naming the variable) before
+        anything is sent or written.
         """
+        if self._complete is None:
+            from ..llm import check_environment
+
+            check_environment(self._model, self.llm_kwargs)
         if not self._run_lock.acquire(blocking=False):
             raise SessionBusyError("a prompt is already running; use steer() or follow_up()")
         appended: list[Entry] = []
@@ -865,9 +900,10 @@ class Session:
         return False
 
     def _desired_output(self) -> int | None:
-        if self.max_tokens:
-            return self.max_tokens
-        return None
+        """The output cap of the agent's replies: ``max_tokens`` or one in ``llm_kwargs``
+        (the smaller when both are set, as :func:`pi_nb.llm.call_options` sends it)."""
+        caps = [v for v in (self.max_tokens, self.llm_kwargs.get("max_tokens")) if v]
+        return min(caps) if caps else None
 
     def _before_next_turn(self) -> None:
         """Between turns of a run: compact when the projected estimate crosses W − R."""
@@ -879,6 +915,8 @@ class Session:
 
     def _summary_completion(self) -> Callable[..., Message]:
         """The model call compaction uses for summaries: same model, same extra kwargs."""
+        from ..llm import call_options
+
         complete = self._complete
         kwargs = dict(self.llm_kwargs)
 
@@ -886,9 +924,7 @@ class Session:
             nonlocal complete
             if complete is None:
                 from ..llm import complete
-            merged = {**kwargs, **options}
-            merged.setdefault("stream", False)
-            return complete(model, messages, **merged)
+            return complete(model, messages, **call_options(kwargs, **{"stream": False, **options}))
 
         return call
 

@@ -17,7 +17,11 @@ Importing this package does not import litellm (that takes seconds); :func:`regi
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import threading
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -50,11 +54,40 @@ SCRIPTED_CONTEXT_WINDOW = 32768
 SMOLLM2_CONTEXT_WINDOW = 2048
 
 
+#: litellm reads this once, while ``import litellm`` runs: "True" makes it use the price and
+#: context-window table bundled with the package instead of downloading one.
+COST_MAP_ENV = "LITELLM_LOCAL_MODEL_COST_MAP"
+_IMPORT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _local_cost_map() -> Iterator[None]:
+    """Set ``COST_MAP_ENV`` for the duration of the first ``import litellm`` only.
+
+    litellm 1.x reads the variable in ``get_model_cost_map`` at import time (later reads are
+    the proxy's runtime reload), so the user's environment is restored right after. A value
+    the user set is left as it is.
+    """
+    if COST_MAP_ENV in os.environ:
+        yield
+        return
+    os.environ[COST_MAP_ENV] = "True"
+    try:
+        yield
+    finally:
+        os.environ.pop(COST_MAP_ENV, None)
+
+
 def ensure_litellm() -> ModuleType:
-    """Import litellm (offline: its bundled model table, no download) and return it."""
-    # Must be set before the first import, or litellm fetches its price table from the network.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    """Import litellm (offline: its bundled model table, no download) and return it.
+
+    The environment change that makes the import offline is scoped to the import itself.
+    """
+    module = sys.modules.get("litellm")
+    if module is not None and hasattr(module, "completion"):
+        return module
+    with _IMPORT_LOCK, _local_cost_map():
+        import litellm
 
     return litellm
 
@@ -97,25 +130,36 @@ def model_info_entries(
 def register(scripted_context_window: int = SCRIPTED_CONTEXT_WINDOW) -> None:
     """Register the ``pinb`` provider and its models with litellm (idempotent).
 
-    Adds one entry to ``litellm.custom_provider_map`` (other providers' entries are left
-    alone; a stale ``pinb`` entry, e.g. from a reloaded module, is replaced) and registers the
-    models' context windows so that ``litellm.get_model_info("pinb/smollm2")`` answers 2048
-    input tokens and ``pinb/scripted`` answers ``scripted_context_window``.
+    Adds one entry to ``litellm.custom_provider_map`` when there is none; entries of other
+    providers are never touched, and a second call changes nothing but the models' table
+    rows. A ``pinb`` entry left by a reloaded ``pi_nb`` is replaced in place; one with a
+    handler of somebody else's is an error (litellm would send ``pinb/…`` there). Also
+    registers the models' context windows so that ``litellm.get_model_info("pinb/smollm2")``
+    answers 2048 input tokens and ``pinb/scripted`` answers ``scripted_context_window``.
     """
     litellm = ensure_litellm()
-    from litellm.utils import custom_llm_setup
-
     from .provider import PinbProvider
 
     entries = litellm.custom_provider_map
-    current = [e for e in entries if e.get("provider") == PROVIDER]
-    # litellm uses the first matching entry, so ours must be the only "pinb" one.
-    if len(current) != 1 or not isinstance(current[0].get("custom_handler"), PinbProvider):
-        entries[:] = [e for e in entries if e.get("provider") != PROVIDER]
+    # litellm uses the first matching entry.
+    index = next((i for i, e in enumerate(entries) if e.get("provider") == PROVIDER), None)
+    if index is None:
         entries.append({"provider": PROVIDER, "custom_handler": PinbProvider()})
-    # litellm runs this at every completion() too; doing it now makes the provider known to
-    # helpers called before the first completion (get_llm_provider, token counting …).
-    custom_llm_setup()
+    else:
+        handler = entries[index].get("custom_handler")
+        if not isinstance(handler, PinbProvider):
+            if type(handler).__name__ != PinbProvider.__name__:
+                raise ValueError(
+                    f"litellm.custom_provider_map already routes {PROVIDER!r} to "
+                    f"{type(handler).__name__}; pi_nb's embedded models need that provider name"
+                )
+            entries[index] = {"provider": PROVIDER, "custom_handler": PinbProvider()}
+    # What litellm's custom_llm_setup() does at every completion(), for our entry only: it
+    # makes the provider known to helpers called before the first completion
+    # (get_llm_provider, token counting …).
+    for known in (litellm.provider_list, litellm._custom_providers):
+        if PROVIDER not in known:
+            known.append(PROVIDER)
 
     wanted = model_info_entries(scripted_context_window)
     stale = {

@@ -22,19 +22,18 @@ Facts about litellm's custom-provider mechanism this relies on (litellm 1.x):
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before litellm: no network
+from . import ensure_litellm, scripted
 
-import litellm
-from litellm import CustomLLM
-from litellm.types.utils import Choices, Message, ModelResponse, Usage
+litellm = ensure_litellm()  # offline import (bundled model table), environment restored after
 
-from . import scripted
-from .smollm2 import ContextOverflowError, SmolLM2
+from litellm import CustomLLM  # noqa: E402
+from litellm.types.utils import Choices, Message, ModelResponse, Usage  # noqa: E402
+
+from .smollm2 import ContextOverflowError, SmolLM2  # noqa: E402
 
 PROVIDER = "pinb"
 
@@ -121,12 +120,21 @@ class PinbProvider(CustomLLM):
         self, messages: list, optional_params: Mapping[str, Any]
     ) -> scripted.ScriptedReply:
         options = {k: optional_params[k] for k in _SCRIPTED_OPTIONS if k in optional_params}
-        return scripted.plan_reply(
-            messages,
-            optional_params.get("tools"),
-            max_tokens=_max_tokens(optional_params),
-            **options,
-        )
+        try:
+            return scripted.plan_reply(
+                messages,
+                optional_params.get("tools"),
+                max_tokens=_max_tokens(optional_params),
+                **options,
+            )
+        except scripted.ScriptError as exc:
+            # A configuration mistake: a 400 reaches the caller as is (litellm would wrap
+            # anything else as a retryable APIConnectionError with its traceback).
+            raise litellm.BadRequestError(
+                message=f"{PROVIDER}/scripted: malformed script: {exc}",
+                model="scripted",
+                llm_provider=PROVIDER,
+            ) from None
 
     def _smollm2_overflow(self, exc: ContextOverflowError) -> Exception:
         return litellm.ContextWindowExceededError(

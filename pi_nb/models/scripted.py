@@ -64,6 +64,7 @@ __all__ = [
     "FAULTS",
     "SCRIPT_FINISHED_TEXT",
     "Script",
+    "ScriptError",
     "ScriptedReply",
     "Turn",
     "extractive_summary",
@@ -93,6 +94,20 @@ _TURN_KEYS = {"text", "tool_calls", "error", "stream_dies_after", "malformed_too
 _WORDS_PER_CHUNK = 3
 
 
+class ScriptError(ValueError):
+    """A script turn of the wrong shape: a configuration mistake, never a model failure.
+
+    The message is one line naming the turn; the provider raises it to litellm callers as
+    a ``BadRequestError`` (not retried).
+    """
+
+
+def check_turns(turns: Iterable[Turn]) -> None:
+    """Raise :class:`ScriptError` for the first malformed turn (see the module docstring)."""
+    for index, turn in enumerate(turns):
+        _normalize_turn(turn, index)
+
+
 class Script:
     """A caller-owned, stateful script: each call consumes the next turn, in call order.
 
@@ -108,6 +123,7 @@ class Script:
 
     def __init__(self, turns: Iterable[Turn]) -> None:
         self.turns: list[Turn] = list(turns)
+        check_turns(self.turns)  # a malformed script fails here, before any call
         self.position = 0
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # concurrent acompletion calls must not share a turn
@@ -227,17 +243,37 @@ def _summarize(request: Mapping[str, Any], max_tokens: int | None) -> str:
 
 
 def _normalize_turn(turn: Turn, index: int) -> dict[str, Any]:
+    """The turn as a dict; :class:`ScriptError` (one line) when it has the wrong shape."""
     if isinstance(turn, str):
         return {"text": turn}
     if not isinstance(turn, Mapping):
-        raise TypeError(f"script turn {index} must be a str or a dict, not {type(turn).__name__}")
+        raise ScriptError(
+            f"script turn {index} must be a str or a dict, not {type(turn).__name__}"
+        )
     unknown = set(turn) - _TURN_KEYS
     if unknown:
-        raise ValueError(
+        raise ScriptError(
             f"script turn {index} has unknown keys {sorted(unknown)}; known: {sorted(_TURN_KEYS)}"
         )
     if turn.get("error") is not None and turn["error"] not in FAULTS:
-        raise ValueError(f"script turn {index}: unknown error {turn['error']!r}; known: {FAULTS}")
+        raise ScriptError(f"script turn {index}: unknown error {turn['error']!r}; known: {FAULTS}")
+    if turn.get("text") is not None and not isinstance(turn["text"], str):
+        raise ScriptError(f"script turn {index}: text must be a str, not {type(turn['text']).__name__}")
+    dies = turn.get("stream_dies_after")
+    if dies is not None and (not isinstance(dies, int) or isinstance(dies, bool) or dies < 0):
+        raise ScriptError(f"script turn {index}: stream_dies_after must be an int ≥ 0, not {dies!r}")
+    calls = turn.get("tool_calls")
+    if calls is not None and not isinstance(calls, (list, tuple)):
+        raise ScriptError(
+            f"script turn {index}: tool_calls must be a list of {{'name', 'arguments'}} dicts, "
+            f"not {type(calls).__name__}"
+        )
+    for j, call in enumerate(calls or ()):
+        where = f"script turn {index}: tool call {j}"
+        if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+            raise ScriptError(f"{where} must be a dict with a 'name' (str), not {call!r:.80}")
+        if not isinstance(call.get("arguments", {}), (Mapping, str)):
+            raise ScriptError(f"{where}: arguments must be a dict or a JSON string")
     return dict(turn)
 
 
@@ -288,6 +324,8 @@ def plan_reply(
     Pure: raises nothing for scripted faults — they come back in ``error`` — so that a
     streaming call can consume its turn at call time and raise on first iteration.
     """
+    if script is not None and not isinstance(script, (Script, list, tuple)):
+        raise ScriptError(f"script must be a list of turns or a Script, not {type(script).__name__}")
     prompt_tokens = request_tokens(messages, tools)
     if overflow_at is not None and prompt_tokens > overflow_at:
         if isinstance(script, Script):

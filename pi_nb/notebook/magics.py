@@ -24,7 +24,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Bool, Dict, Integer, Unicode, observe
+from traitlets import Bool, Dict, Integer, Unicode, observe, validate
 
 OFFLINE_MODEL = "pinb/smollm2"
 FALLBACK_MODEL = "pinb/scripted"
@@ -310,6 +310,25 @@ class PiMagics(Magics):
         options["llm_kwargs"] = self._model_kwargs()
         return options
 
+    @validate("window", "reserve", "keep", "max_tokens", "llm_kwargs")
+    def _check_setting(self, proposal: Any) -> Any:
+        """``%config PiMagics.window = -10`` is refused with the rules of ``%pi model``: one
+        line on stderr, and the earlier valid value stays.
+
+        The validator keeps the old value instead of raising: IPython merges a ``%config``
+        statement into the shell's config even when a configurable rejects it, so a raised
+        TraitError would come back at every later load of the magics (``%reload_ext``).
+        """
+        name, value = proposal["trait"].name, proposal["value"]
+        accepted = self.__dict__.setdefault("_accepted", {})  # runs before __init__'s body
+        error = _setting_error(name, value)
+        if error is None:
+            accepted[name] = value
+            return value
+        kept = accepted.get(name, proposal["trait"].default())
+        print(f"pi_nb: PiMagics.{name}: {error}; it stays {kept!r}", file=sys.stderr)
+        return kept
+
     @observe("model", "window", "reserve", "keep", "max_tokens", "llm_kwargs")
     def _apply_setting(self, change: Any) -> None:
         """A changed setting (``%config`` or ``%pi model``) applies to the current session."""
@@ -320,7 +339,7 @@ class PiMagics(Magics):
         if name == "model":
             session.model = value or default_model()
         elif name == "llm_kwargs":
-            session.llm_kwargs = {**session.llm_kwargs, **self._model_kwargs()}
+            session.llm_kwargs = self._model_kwargs()  # replaces: {} clears earlier keys
         else:
             setattr(session, name, value)
 
@@ -328,8 +347,10 @@ class PiMagics(Magics):
         from ..agent import Session
 
         if path is None and self.session_dir:
-            os.makedirs(self.session_dir, exist_ok=True)
-            path = os.path.join(self.session_dir, _new_file_name())
+            folder = os.path.expanduser(self.session_dir)
+            if not os.path.isdir(folder):
+                os.mkdir(folder)  # the folder named, not missing parents (FileNotFoundError)
+            path = os.path.join(folder, _new_file_name())
         return Session.new(os.path.expanduser(path) if path else None, cwd=cwd, **self._options())
 
     def current(self) -> Any:
@@ -525,7 +546,7 @@ class PiMagics(Magics):
     def cmd_model(self, args: argparse.Namespace) -> None:
         for name in ("window", "reserve", "keep", "max_tokens"):
             value = getattr(args, name)
-            if value is not None and value < 0:
+            if value is not None and _setting_error(name, value):
                 flag = name.replace("_", "-")
                 raise UsageError(f"%pi model: --{flag} must be ≥ 0")
         if args.script is not None:
@@ -538,7 +559,11 @@ class PiMagics(Magics):
                     f"%pi model: {args.script} must be a list of script turns, "
                     f"not a {type(turns).__name__}"
                 )
-            self.llm_kwargs = {**self.llm_kwargs, "script": list(turns)}
+            kwargs = {**self.llm_kwargs, "script": list(turns)}
+            error = _setting_error("llm_kwargs", kwargs)
+            if error:
+                raise UsageError(f"%pi model: {args.script}: {error}")
+            self.llm_kwargs = kwargs
         if args.name:
             self.model = args.name
         for name in ("window", "reserve", "keep", "max_tokens"):
@@ -703,6 +728,27 @@ class PiMagics(Magics):
         display(SessionExplorer(self._require()))
 
 
+def _setting_error(name: str, value: Any) -> str | None:
+    """Why a value of setting ``name`` is refused (one line), or None when it is valid —
+    the rules shared by ``%config PiMagics.…`` and ``%pi model``."""
+    if name in ("window", "reserve", "keep", "max_tokens"):
+        return f"must be ≥ 0, not {value}" if value is not None and value < 0 else None
+    if name == "llm_kwargs":
+        from ..llm import check_call_options
+        from ..models.scripted import Script, check_turns
+
+        try:
+            check_call_options(value)
+            script = value.get("script")
+            if isinstance(script, (list, tuple)):
+                check_turns(script)
+            elif script is not None and not isinstance(script, Script):
+                return f"script must be a list of turns, not a {type(script).__name__}"
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
 def _split(line: str) -> list[str]:
     try:
         return shlex.split(line)
@@ -756,6 +802,11 @@ def current_session(shell: Any = None) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics and say, in one line, which session and model are active."""
+    # A reload replaces the magics: the old instance must stop receiving %config (it would
+    # validate and report every setting a second time).
+    configurables = getattr(ipython, "configurables", None)
+    if isinstance(configurables, list):
+        configurables[:] = [c for c in configurables if type(c).__name__ != PiMagics.__name__]
     magics = PiMagics(shell=ipython)
     ipython.register_magics(magics)
     model = magics.model or default_model()

@@ -531,9 +531,9 @@ class PinPolicy(HookedPolicy):
         kwargs = dict(getattr(self.session, "llm_kwargs", {}) or {})
 
         def call(name: str, messages: Sequence[dict[str, Any]], **options: Any) -> Message:
-            from ..llm import complete
+            from ..llm import call_options, complete
 
-            return complete(name, messages, **{**kwargs, **options, "stream": False})
+            return complete(name, messages, **call_options(kwargs, **{"stream": False, **options}))
 
         return call
 

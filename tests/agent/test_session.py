@@ -328,6 +328,7 @@ def test_import_does_not_import_litellm():
 
 def test_cli_prompt_creates_file_streams_and_compacts(tmp_path):
     path = tmp_path / "cli" / "s.jsonl"
+    path.parent.mkdir()  # the file is created, its folder must exist (see the test below)
     out, err = io.StringIO(), io.StringIO()
     status = run_prompt_cli(str(path), "hello there", no_tools=True, stream_to=out, err=err, script=["Hi! How can I help?"])
     assert status == 0, err.getvalue()

@@ -610,3 +610,93 @@ def test_threshold_compaction_that_cannot_fit_says_how_to_fix_it(
     out = capsys.readouterr().out
     assert "⟳ compacted:" in out
     assert "⚠ still above W − R = 400 after compacting" in out and "--keep N" in out
+
+
+# --- configuration mistakes: one line, nothing written, the earlier setting stays -------------
+
+
+def _config_error(ip: Any, line: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``%config line``; the one error line printed for a refused setting."""
+    capsys.readouterr()
+    ip.run_line_magic("config", line)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    # One line per PiMagics instance of the shell (the fixture loads the extension per test).
+    lines = set(captured.err.splitlines())
+    assert len(lines) == 1, f"%config {line} was not refused in one line: {captured.err!r}"
+    return lines.pop()
+
+
+def test_missing_api_key_is_one_line_and_writes_nothing(
+    ip: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pi_nb.llm import litellm_module
+
+    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    litellm = litellm_module()
+    sent: list[Any] = []
+    monkeypatch.setattr(litellm, "completion", lambda **kw: sent.append(kw) or 1 / 0)
+    ip.run_line_magic("config", 'PiMagics.model = "gpt-4o"')
+    try:
+        with pytest.raises(UsageError) as info:
+            ip.run_cell_magic("pi", "", "hello")
+        message = str(info.value)
+        assert "OPENAI_API_KEY" in message and "\n" not in message
+        assert "retrying" not in capsys.readouterr().out
+        assert sent == []
+        session = current_session(ip)
+        assert len(session.tree) == 0 and not (session.path and os.path.exists(session.path))
+    finally:
+        ip.run_line_magic("config", 'PiMagics.model = "pinb/scripted"')
+
+
+def test_config_llm_kwargs_replaces_earlier_keys(ip: Any) -> None:
+    ip.run_line_magic("config", 'PiMagics.llm_kwargs = {"temperature": 0.5, "script": ["a"]}')
+    ip.run_cell_magic("pi", "--quiet", "hi")
+    session = current_session(ip)
+    assert session.llm_kwargs["temperature"] == 0.5
+    ip.run_line_magic("config", "PiMagics.llm_kwargs = {}")
+    assert session.llm_kwargs == {}
+
+
+def test_config_negative_window_is_refused_and_the_old_value_stays(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_line_magic("config", "PiMagics.window = 5000")
+    try:
+        ip.run_cell_magic("pi", "--quiet", "hi")
+        for name in ("window", "reserve", "keep", "max_tokens"):
+            assert "must be ≥ 0" in _config_error(ip, f"PiMagics.{name} = -10", capsys)
+        assert _magics(ip).window == 5000 and current_session(ip).window == 5000
+        assert "it stays 5000" in _config_error(ip, "PiMagics.window = -1", capsys)
+        capsys.readouterr()
+        ip.run_line_magic("pi", "status")  # still works
+        assert "5,000" in capsys.readouterr().out
+    finally:
+        ip.run_line_magic("config", "PiMagics.window = None")
+
+
+def test_config_malformed_script_or_reserved_key_is_refused(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = dict(_magics(ip).llm_kwargs)
+    assert "script turn 0" in _config_error(ip, "PiMagics.llm_kwargs = {'script': [123]}", capsys)
+    assert "tools" in _config_error(ip, "PiMagics.llm_kwargs = {'tools': []}", capsys)
+    assert _magics(ip).llm_kwargs == before
+    ip.user_ns["turns"] = [{"tool_calls": [{"arguments": {}}]}]
+    assert "script turn 0" in _usage_error(ip, "model --script turns")
+    ip.run_cell_magic("pi", "--quiet", "still fine")  # the earlier script is in force
+    assert current_session(ip).tree.entries[-1]["message"]["content"][0]["text"] == REPLIES[0]
+
+
+def test_new_refuses_a_missing_folder(ip: Any, tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "dir"
+    assert "no such folder" in _usage_error(ip, f"new {missing / 'new.jsonl'}")
+    ip.run_line_magic("config", f"PiMagics.session_dir = {str(missing)!r}")
+    assert "No such file" in _usage_error(ip, "new")
+    assert not (tmp_path / "nope").exists()
+    # The folder named is created when its parent exists.
+    ip.run_line_magic("config", f"PiMagics.session_dir = {str(tmp_path / 'nope')!r}")
+    ip.run_line_magic("pi", "new")
+    assert (tmp_path / "nope").is_dir()

@@ -196,6 +196,51 @@ def test_fatal_error_is_not_retried(tmp_path, pi_check):
     finish(session, pi_check)
 
 
+def test_bad_request_is_not_retried(tmp_path, pi_check):
+    sleeps: list[float] = []
+    session = make(tmp_path, [{"error": "bad_request"}], sleeps)
+    result = session.prompt("hello")
+    assert result.error and sleeps == []  # a 400 is the request's fault: retrying cannot help
+    rel_figures.add("faults")
+    finish(session, pi_check)
+
+
+def test_malformed_script_turn_is_fatal_and_stored_in_one_line(tmp_path, pi_check):
+    sleeps: list[float] = []
+    session = make(tmp_path, ["first"], sleeps)
+    assert session.prompt("one").ok
+    session.llm_kwargs["script"].turns.insert(1, {"tool_calls": [{"arguments": {}}]})  # past the check
+    result = session.prompt("two")
+    assert result.error and "malformed script" in result.error and sleeps == []
+    stored = [e["message"]["errorMessage"] for e in session.tree.entries
+              if e["type"] == "message" and e["message"].get("stopReason") == "error"]
+    assert len(stored) == 1 and "\n" not in stored[0] and "Traceback" not in stored[0]
+    rel_figures.add("faults")
+    finish(session, pi_check)
+
+
+def test_missing_provider_key_writes_nothing_then_the_session_goes_on(tmp_path, monkeypatch, pi_check):
+    from pi_nb.llm import litellm_module
+
+    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    litellm = litellm_module()
+    sent: list[Any] = []
+    real = litellm.completion
+    monkeypatch.setattr(litellm, "completion", lambda **kw: sent.append(kw) if kw["model"] != "pinb/scripted" else real(**kw))
+    sleeps: list[float] = []
+    session = make(tmp_path, ["first"], sleeps)
+    assert session.prompt("one").ok
+    size = Path(session.path).stat().st_size
+    session.model = "gpt-4o"
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        session.prompt("two")
+    assert sent == [] and sleeps == [] and Path(session.path).stat().st_size == size
+    session.model = "pinb/scripted"
+    rel_figures.add("faults")
+    finish(session, pi_check)
+
+
 def words(n: int, tag: str) -> str:
     return " ".join(f"{tag}{i}" for i in range(n))  # varied: litellm refuses repeated chunks
 
