@@ -13,9 +13,9 @@ import pytest
 from pi_nb.agent import RetryPolicy, Session
 from pi_nb.agent.cli import run_prompt_cli
 from pi_nb.agent.overflow import classify_exception, error_message_of
+from pi_nb.entries import empty_usage
 from pi_nb.llm import litellm_module
 from pi_nb.models.scripted import Script
-from pi_nb.session.entries import empty_usage
 
 KEY_VARS = ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
 
