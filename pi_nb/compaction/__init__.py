@@ -29,6 +29,8 @@ from .compact import (
     navigate,
     prepare_branch_entries,
     preview_compaction,
+    result_figures,
+    result_warnings,
 )
 from .cut import CutPoint, find_cut_point
 from .prepare import (
@@ -79,6 +81,8 @@ __all__ = [
     "prepare_compaction",
     "preview_compaction",
     "resolve_window",
+    "result_figures",
+    "result_warnings",
     "serialize_conversation",
     "should_compact",
 ]

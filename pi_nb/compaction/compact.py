@@ -63,6 +63,8 @@ __all__ = [
     "navigate",
     "prepare_branch_entries",
     "preview_compaction",
+    "result_figures",
+    "result_warnings",
 ]
 
 #: History text of a split-turn compaction that has no earlier history and no previous summary.
@@ -146,6 +148,34 @@ _FAILURE_EFFECT = {
     SESSION_BEFORE_COMPACT: "this compaction was made without it",
     SESSION_BEFORE_TREE: "the branch move was made without it",
 }
+
+
+def result_warnings(result: Any) -> list[str]:
+    """The ``warnings`` of a compaction / navigate result (attribute or key), one line each
+    — what the magics, the widget and the CLI print after it."""
+    warnings = result.get("warnings") if isinstance(result, Mapping) else None
+    if warnings is None:
+        warnings = getattr(result, "warnings", None)
+    return [" ".join(str(w).split()) for w in warnings or []]
+
+
+def result_figures(result: Any) -> str:
+    """The before → after line of a compaction result: :meth:`CompactionResult.figures`
+    (both sides on one basis) when it has it, else the two token fields a duck-typed result
+    (a dict from a stand-in session) carries."""
+    figures = getattr(result, "figures", None)
+    if callable(figures):
+        return str(figures())
+    get = result.get if isinstance(result, Mapping) else lambda k: getattr(result, k, None)
+    before = get("tokens_before") if get("tokens_before") is not None else get("tokensBefore")
+    after = get("tokens_after") if get("tokens_after") is not None else get("tokensAfter")
+    if after is None:
+        return f"{_fmt(before)} tokens before"
+    return f"{_fmt(before)} → {_fmt(after)} tokens"
+
+
+def _fmt(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else str(n)
 
 
 def _handler_name(fn: Any) -> str:
