@@ -397,8 +397,9 @@ class SessionExplorer(anywidget.AnyWidget):
         from ..compaction.compact import result_figures
         from .widget_state import with_warnings
 
-        before = _field(result, "tokens_before", "tokensBefore")
-        after = _field(result, "tokens_after", "tokensAfter")
+        change = _field(result, "change")  # both sides estimated: the basis of %pi diff
+        before = change.before if change is not None else _field(result, "tokens_before")
+        after = change.after if change is not None else _field(result, "tokens_after")
         first = _field(result, "first_kept_entry_id", "firstKeptEntryId", "first_kept_id")
         summary = _field(result, "summary")
         numbers = result_figures(result)  # one basis, as %pi diff and the magics show

@@ -521,3 +521,20 @@ def test_status_line_shows_a_failing_tree_hook(tmp_path: Path) -> None:
     finally:
         widget.close()
     assert status.startswith("Leaf moved") and "⚠ session_before_tree hook" in status
+
+
+def test_preview_panel_figures_are_on_the_estimate_basis(tmp_path: Path) -> None:
+    from pi_nb.tokens import estimate_tokens
+
+    session = _scripted_session(tmp_path)
+    before = sum(estimate_tokens(m) for m in session.context().messages)
+    widget = SessionExplorer(session)
+    try:
+        status = widget.perform({"action": "compact", "preview": True})
+        preview = dict(widget._preview)
+    finally:
+        widget.close()
+    assert session.tree.leaf["type"] == "message"  # nothing written
+    after = preview["tokens_after"]
+    assert preview["tokens_before"] == before != session.context_tokens().tokens
+    assert status.startswith(f"Preview (nothing written): {before:,} → {after:,} tokens (estimated)")
