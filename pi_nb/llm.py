@@ -216,6 +216,24 @@ def _parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
 _STOP_REASONS = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse"}
 
 
+def _no_choices_reply(
+    provider: str, model_id: str, response: Any, model: str, started: float
+) -> Message:
+    """The assistant message of a provider reply that carried no choices: an error."""
+    return {
+        "role": "assistant",
+        "content": [],
+        "api": "litellm",
+        "provider": provider,
+        "model": model_id,
+        "usage": _usage_from(getattr(response, "usage", None), model),
+        "stopReason": "error",
+        "errorMessage": "the model returned a reply without choices (no text, no tool call)",
+        "timestamp": int(time.time() * 1000),
+        "durationMs": int((time.time() - started) * 1000),
+    }
+
+
 def complete(
     model: str,
     messages: Sequence[dict[str, Any]],
@@ -290,7 +308,10 @@ def complete(
                     close()
     else:
         response = litellm.completion(**kwargs)
-        choice = response.choices[0]
+        choices = getattr(response, "choices", None) or []
+        if not choices:  # a reply without choices is a failed call, not an IndexError
+            return _no_choices_reply(provider, model_id, response, model, started)
+        choice = choices[0]
         finish = choice.finish_reason
         message = choice.message
         if getattr(message, "reasoning_content", None):

@@ -84,10 +84,12 @@ class _Printer:
         elif kind == "compaction_end":
             result = event.get("result")
             if result is not None:
-                before = getattr(result, "tokens_before", None) or getattr(result, "tokensBefore", None)
-                after = getattr(result, "tokens_after", None) or getattr(result, "estimated_tokens_after", None)
-                figures = f"{before} → {after} tokens" if after is not None else f"{before} tokens before"
-                self._note(f"[compacted: {figures}]")
+                after = getattr(result, "tokens_after", None)
+                from ..compaction.compact import result_figures, result_warnings
+
+                self._note(f"[compacted: {result_figures(result)}]")
+                for warning in result_warnings(result):  # failed hooks, a grown context
+                    self._note(f"[warning: {warning}]")
                 from .session import above_threshold_note
 
                 note = above_threshold_note(after, event.get("threshold"))
@@ -188,15 +190,20 @@ def compact_cli(
         return EXIT_FAILED
     out.write(_render_compaction(result).rstrip("\n") + "\n")
     out.flush()
+    for warning in comp.result_warnings(result):  # on stderr, where users look
+        err.write(f"pi-nb: warning: {warning}\n")
+    err.flush()
     return EXIT_OK
 
 
 def _render_compaction(result: Any) -> str:
     """A compaction result as text: one line of figures, then the summary."""
+    from ..compaction import result_figures
+
     committed = getattr(result, "committed", True)
     head = "compaction written" if committed else "compaction preview (nothing written)"
     figures = [
-        f"tokens {getattr(result, 'tokens_before', '?')} → {getattr(result, 'tokens_after', '?')}",
+        f"context {result_figures(result)}",
         f"first kept entry {getattr(result, 'first_kept_entry_id', '?')}",
     ]
     preparation = getattr(result, "preparation", None)

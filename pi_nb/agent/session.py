@@ -1087,6 +1087,7 @@ class Session:
             window=self.window if summarize else None,
             reserve_tokens=min(DEFAULT_BRANCH_SUMMARY_RESERVE, self.reserve),
             completion=self._summary_completion(),
+            accept_truncated=self.settings.accept_truncated,
         )
 
     def label(self, entry_id: str, text: str | None) -> Entry:

@@ -19,6 +19,8 @@ from ..entries import Entry, Message, iso_to_ms, new_entry_id, now_iso
 from ..hooks import (
     COMPACTION_END,
     COMPACTION_START,
+    SESSION_BEFORE_COMPACT,
+    SESSION_BEFORE_TREE,
     SESSION_COMPACT,
     SESSION_COMPACT_FAILED,
     SESSION_TREE,
@@ -50,14 +52,19 @@ __all__ = [
     "CompactionCancelled",
     "CompactionError",
     "CompactionResult",
+    "ContextChange",
     "NavigateResult",
     "NothingToCompact",
     "TreePreparation",
     "collect_branch_entries",
     "compact",
+    "context_change",
+    "hook_warnings",
     "navigate",
     "prepare_branch_entries",
     "preview_compaction",
+    "result_figures",
+    "result_warnings",
 ]
 
 #: History text of a split-turn compaction that has no earlier history and no previous summary.
@@ -88,6 +95,119 @@ class CompactionCancelled(CompactionError):
     """A ``session_before_compact`` hook cancelled the compaction."""
 
 
+# --- figures and warnings ---------------------------------------------------------------
+
+#: The basis of :class:`ContextChange` figures, as shown next to them.
+CHANGE_BASIS = "estimated context tokens (messages, chars/4)"
+
+
+@dataclass(frozen=True)
+class ContextChange:
+    """The context before and after a compaction, both on one basis: the summed chars/4
+    estimates of the projection's messages (what ``%pi diff`` totals too). Pi's
+    ``tokensBefore`` (provider usage when known) is a different basis and is not compared
+    with these.
+
+    Attributes:
+        before: estimate of the projection just before the compaction.
+        after: estimate of the projection right after it.
+    """
+
+    before: int
+    after: int
+
+    @property
+    def delta(self) -> int:
+        """after − before (positive when the context grew)."""
+        return self.after - self.before
+
+    @property
+    def grew(self) -> bool:
+        return self.after > self.before
+
+    def figures(self) -> str:
+        """``"866 → 1,051 tokens (estimated)"``: the before/after every surface shows."""
+        return f"{self.before:,} → {self.after:,} tokens (estimated)"
+
+    def warning(self) -> str | None:
+        """The line shown when the compaction made the context larger; None otherwise."""
+        if not self.grew:
+            return None
+        return (
+            f"the compaction grew the context: {self.figures()} (+{self.delta:,}); the summary "
+            "is longer than the history it replaced"
+        )
+
+
+def context_change(before: Sequence[Message], after: Sequence[Message]) -> ContextChange:
+    """:class:`ContextChange` of two message lists (projections before and after)."""
+    return ContextChange(_messages_tokens(before), _messages_tokens(after))
+
+
+_FAILURE_EFFECT = {
+    SESSION_BEFORE_COMPACT: "this compaction was made without it",
+    SESSION_BEFORE_TREE: "the branch move was made without it",
+}
+
+
+def result_warnings(result: Any) -> list[str]:
+    """The ``warnings`` of a compaction / navigate result (attribute or key), one line each
+    — what the magics, the widget and the CLI print after it."""
+    warnings = result.get("warnings") if isinstance(result, Mapping) else None
+    if warnings is None:
+        warnings = getattr(result, "warnings", None)
+    return [" ".join(str(w).split()) for w in warnings or []]
+
+
+def result_figures(result: Any) -> str:
+    """The before → after line of a compaction result: :meth:`CompactionResult.figures`
+    (both sides on one basis) when it has it, else the two token fields a duck-typed result
+    (a dict from a stand-in session) carries."""
+    figures = getattr(result, "figures", None)
+    if callable(figures):
+        return str(figures())
+    get = result.get if isinstance(result, Mapping) else lambda k: getattr(result, k, None)
+    before = get("tokens_before") if get("tokens_before") is not None else get("tokensBefore")
+    after = get("tokens_after") if get("tokens_after") is not None else get("tokensAfter")
+    if after is None:
+        return f"{_fmt(before)} tokens before"
+    return f"{_fmt(before)} → {_fmt(after)} tokens"
+
+
+def _fmt(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else str(n)
+
+
+def _handler_name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+
+
+def hook_warnings(hooks: Hooks | None, start: int = 0) -> list[str]:
+    """One line per handler failure recorded on ``hooks`` since ``hooks.errors[start]``.
+
+    A failing ``session_before_*`` handler means its change (pins, a custom summary …) was
+    not made; a policy may say what that costs with a ``failure_effect`` attribute.
+    """
+    errors = getattr(hooks, "errors", None) if hooks is not None else None
+    out: list[str] = []
+    for record in list(errors or [])[start:]:
+        event = getattr(record, "event", "?")
+        handler = getattr(record, "handler", None)
+        owner = getattr(handler, "__self__", None)
+        effect = getattr(owner, "failure_effect", None)
+        if effect is None:
+            effect = _FAILURE_EFFECT.get(str(event), "only its notification was lost")
+        out.append(
+            f"{event} hook {_handler_name(handler)} failed ({getattr(record, 'message', record)}); "
+            f"{effect}"
+        )
+    return out
+
+
+def _error_count(hooks: Hooks | None) -> int:
+    return len(getattr(hooks, "errors", None) or []) if hooks is not None else 0
+
+
 # --- compaction -------------------------------------------------------------------------
 
 
@@ -98,8 +218,13 @@ class CompactionResult:
     Attributes:
         summary: the summary text (file lists included).
         first_kept_entry_id: the first entry kept verbatim.
-        tokens_before: projected context estimate before.
+        tokens_before: Pi's ``tokensBefore`` (the context estimate written into the entry:
+            provider usage when known, else the estimate).
         tokens_after: estimate of the projection after (sum of message estimates).
+        change: before/after on one basis (estimates of the projection's messages); what
+            every surface shows.
+        warnings: things the user must know although the compaction was made: a hook or
+            policy that failed (e.g. pins not applied), a context that grew.
         details: ``{"readFiles", "modifiedFiles"}`` (or what a hook supplied).
         usage: tokens spent on the summary calls (combined), if any.
         entry: the compaction entry (for a preview: the entry that would be written).
@@ -125,6 +250,14 @@ class CompactionResult:
     reason: str = "manual"
     committed: bool = True
     projection: Projection | None = field(default=None, repr=False)
+    change: ContextChange | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def figures(self) -> str:
+        """The before → after line (:meth:`ContextChange.figures`)."""
+        if self.change is None:
+            return f"{self.tokens_before:,} → {self.tokens_after:,} tokens"
+        return self.change.figures()
 
     @property
     def read_files(self) -> list[str]:
@@ -143,6 +276,8 @@ class CompactionResult:
             "firstKeptEntryId": self.first_kept_entry_id,
             "tokensBefore": self.tokens_before,
             "estimatedTokensAfter": self.tokens_after,
+            "estimatedTokensBeforeMessages": self.change.before if self.change else None,
+            "warnings": list(self.warnings),
             "details": self.details,
             "usage": self.usage,
             "fromHook": self.from_hook,
@@ -159,7 +294,8 @@ class CompactionResult:
         if isinstance(self.usage, Mapping):
             cost = f"{self.usage.get('input', 0)} in / {self.usage.get('output', 0)} out"
         rows = [
-            ("tokens", f"{self.tokens_before} → {self.tokens_after}"),
+            ("context", self.figures()),
+            ("tokensBefore (Pi)", f"{self.tokens_before:,}"),
             ("first kept", self.first_kept_entry_id),
             ("split turn", "yes" if self.preparation.is_split_turn else "no"),
             (
@@ -174,17 +310,23 @@ class CompactionResult:
             f"<tr><th style='text-align:left'>{esc(k)}</th><td>{esc(str(v))}</td></tr>"
             for k, v in rows
         )
+        warned = "".join(
+            f"<div class='pi-nb-warning' style='color:#b35900'>⚠ {esc(w)}</div>"
+            for w in self.warnings
+        )
         return (
             f"<div class='pi-nb-compaction'><b>{esc(title)}</b> ({esc(self.reason)})"
-            f"<table>{body}</table><details><summary>summary</summary>"
+            f"{warned}<table>{body}</table><details><summary>summary</summary>"
             f"<pre style='white-space:pre-wrap'>{esc(self.summary)}</pre></details></div>"
         )
 
     def __repr__(self) -> str:
         state = "" if self.committed else " preview"
+        warned = "".join(f"\n⚠ {w}" for w in self.warnings)
         return (
-            f"<CompactionResult{state} {self.tokens_before}→{self.tokens_after} tokens, "
+            f"<CompactionResult{state} {self.figures()}, "
             f"first kept {self.first_kept_entry_id}, calls={self.calls}, from_hook={self.from_hook}>"
+            f"{warned}"
         )
 
 
@@ -222,6 +364,8 @@ def _supplied(value: Any, preparation: CompactionPreparation) -> _Plan:
     tokens_before = value.get("tokensBefore", value.get("tokens_before"))
     if not isinstance(summary, str):
         raise CompactionError("session_before_compact compaction needs a string 'summary'")
+    if not summary.strip():  # would drop everything before the cut from the context
+        raise CompactionError("session_before_compact compaction has an empty 'summary'")
     if first_kept is not None and not isinstance(first_kept, str):
         raise CompactionError(
             "session_before_compact compaction 'firstKeptEntryId' must be a string"
@@ -348,6 +492,8 @@ def _result(
     plan: _Plan, entry: Entry, projection: Projection, reason: str, committed: bool = True
 ) -> CompactionResult:
     """The result of ``plan`` written (or, ``committed=False``, to be written) as ``entry``."""
+    change = context_change(plan.preparation.context_messages, projection.messages)
+    grew = change.warning()
     return CompactionResult(
         summary=plan.summary,
         first_kept_entry_id=entry["firstKeptEntryId"],
@@ -363,6 +509,8 @@ def _result(
         reason=reason,
         committed=committed,
         projection=projection,
+        change=change,
+        warnings=[grew] if grew else [],
     )
 
 
@@ -400,6 +548,7 @@ def compact(
         AlreadyCompacted, NothingToCompact, CompactionCancelled, SummarizationError.
     """
     settings = (settings or CompactionSettings()).for_model(model)
+    mark = _error_count(hooks)
     started = False
     if reason == "manual" and hooks is not None:  # Pi: manual start precedes the checks
         hooks.emit(COMPACTION_START, reason=reason)
@@ -433,6 +582,10 @@ def compact(
         )
         projection = tree.projection()
         result = _result(plan, entry, projection, reason)
+        # Hook failures so far (a policy that did not run): on the result before
+        # compaction_end listeners see it.
+        result.warnings[:0] = hook_warnings(hooks, mark)
+        mark = _error_count(hooks)
     except Exception as exc:
         if hooks is not None and started:
             aborted = isinstance(exc, CompactionCancelled)
@@ -465,6 +618,7 @@ def compact(
         hooks.emit(
             COMPACTION_END, reason=reason, result=result, aborted=False, will_retry=will_retry
         )
+        result.warnings += hook_warnings(hooks, mark)
     return result
 
 
@@ -486,6 +640,7 @@ def preview_compaction(
     the projection it would give (``result.committed`` is False).
     """
     settings = (settings or CompactionSettings()).for_model(model)
+    mark = _error_count(hooks)
     branch, preparation = _prepare(tree, settings)
     plan = _decide(
         branch, preparation, model, prompts, focus, hooks, reason, False, window, completion
@@ -514,7 +669,9 @@ def preview_compaction(
         entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
     entries = [*branch, entry]
     projection = build_session_projection(entries, entry["id"])
-    return _result(plan, entry, projection, reason, committed=False)
+    result = _result(plan, entry, projection, reason, committed=False)
+    result.warnings[:0] = hook_warnings(hooks, mark)
+    return result
 
 
 # --- branch summaries -------------------------------------------------------------------
@@ -643,6 +800,8 @@ class NavigateResult:
         old_leaf_id / new_leaf_id: the leaf before and after.
         from_hook: the summary came from a ``session_before_tree`` hook.
         usage, calls, chunks: cost of the summary calls.
+        truncated: summary calls whose reply hit the cap and was kept (``accept_truncated``).
+        warnings: hook failures the user must know about (see :func:`hook_warnings`).
     """
 
     cancelled: bool = False
@@ -654,6 +813,8 @@ class NavigateResult:
     usage: dict[str, Any] | None = None
     calls: int = 0
     chunks: int = 0
+    truncated: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def navigate(
@@ -670,6 +831,7 @@ def navigate(
     window: int | None = None,
     reserve_tokens: int = DEFAULT_BRANCH_SUMMARY_RESERVE,
     completion: Completion | None = None,
+    accept_truncated: bool = False,
 ) -> NavigateResult:
     """Move the leaf to ``target_id`` like Pi's ``/tree``, optionally summarizing the branch left.
 
@@ -678,9 +840,15 @@ def navigate(
     abandoned entries (old leaf back to the common ancestor) are summarized into a
     ``branch_summary`` child of the new leaf (``fromId`` = the abandoned leaf).
     ``session_before_tree`` hooks may cancel or supply the summary; ``session_tree`` is
-    notified afterwards. Navigating to the current leaf does nothing.
+    notified afterwards. Navigating to the current leaf does nothing. ``accept_truncated``
+    keeps a branch summary that hit its token cap (as
+    :attr:`CompactionSettings.accept_truncated` does for compactions).
+
+    Raises:
+        SummarizationError: the branch summary failed (nothing is written, the leaf stays).
     """
     old_leaf = tree.leaf_id
+    mark = _error_count(hooks)
     if target_id == old_leaf:
         return NavigateResult(old_leaf_id=old_leaf, new_leaf_id=old_leaf)
     if summarize and not model:
@@ -695,7 +863,12 @@ def navigate(
     if hooks is not None:
         answer = hooks.run_before_tree({"preparation": preparation})
         if answer and answer.get("cancel"):
-            return NavigateResult(cancelled=True, old_leaf_id=old_leaf, new_leaf_id=old_leaf)
+            return NavigateResult(
+                cancelled=True,
+                old_leaf_id=old_leaf,
+                new_leaf_id=old_leaf,
+                warnings=hook_warnings(hooks, mark),
+            )
         if answer:
             if answer.get("summary") and summarize:
                 supplied = answer["summary"]
@@ -717,6 +890,8 @@ def navigate(
     if supplied is not None:
         if not isinstance(supplied, Mapping) or not isinstance(supplied.get("summary"), str):
             raise CompactionError("session_before_tree 'summary' needs a string 'summary'")
+        if not supplied["summary"].strip():
+            raise CompactionError("session_before_tree 'summary' is empty")
         summary_text = supplied["summary"]
         details = supplied.get("details")
         usage = supplied.get("usage")
@@ -739,6 +914,7 @@ def navigate(
                 window=summarizer_window,
                 replace_instructions=replace_instructions,
                 completion=completion,
+                accept_truncated=accept_truncated,
             )
             summary_text = (
                 prompts.branch_preamble
@@ -747,6 +923,7 @@ def navigate(
             )
             usage = generated.usage
             result.calls, result.chunks = generated.calls, generated.chunks
+            result.truncated = generated.truncated
 
     new_leaf: str | None
     if (
@@ -785,4 +962,5 @@ def navigate(
             summary_entry=result.summary_entry,
             from_extension=result.from_hook,
         )
+    result.warnings = hook_warnings(hooks, mark)
     return result

@@ -166,6 +166,8 @@ class CompactionPreparation:
         branch_entries: the branch root→leaf the preparation was made from.
         cut: the raw cut result (indices into ``projected``).
         projected: the projected entries of the branch.
+        context_messages: the projection's messages before compacting (the "before" side
+            of :func:`~pi_nb.compaction.compact.context_change`).
     """
 
     first_kept_entry_id: str
@@ -179,6 +181,7 @@ class CompactionPreparation:
     branch_entries: list[Entry]
     cut: CutPoint | None = None
     projected: list[ProjectedEntry] = field(default_factory=list, repr=False)
+    context_messages: list[Message] = field(default_factory=list, repr=False)
 
     @property
     def read_files(self) -> list[str]:
@@ -283,6 +286,7 @@ def prepare_compaction(
         branch_entries=branch,
         cut=cut,
         projected=list(projected),
+        context_messages=list(projection.messages),
     )
 
 

@@ -66,7 +66,8 @@ _CONTINUED = "[continued] "
 
 
 class SummarizationError(RuntimeError):
-    """A summary call failed, was cut off, called a tool, or cannot fit the window."""
+    """A summary call failed, was cut off, called a tool, returned no text, or cannot fit
+    the window."""
 
 
 # --- serialization ----------------------------------------------------------------------
@@ -249,7 +250,11 @@ def _check_reply(
     blocks = content if isinstance(content, list) else []
     if any(isinstance(b, dict) and b.get("type") == "toolCall" for b in blocks):
         raise SummarizationError(f"{label} failed: the model tried to call a tool")
-    return content_text(content)
+    text = content_text(content)
+    if not text.strip():
+        # An empty summary would drop everything before the cut from the context.
+        raise SummarizationError(f"{label} failed: the model returned an empty summary")
+    return text
 
 
 def _chunk(parts: list[str], capacity: int) -> tuple[list[str], list[str]]:
@@ -309,7 +314,8 @@ def generate_summary(
 
     Raises:
         SummarizationError: a call ended in error / length / abort, tried to call a tool,
-            or the window is too small for even one short chunk.
+            returned an empty (or whitespace-only) text, or the window is too small for
+            even one short chunk.
     """
     if kind not in _LABELS:
         raise ValueError(f"unknown summary kind {kind!r}; expected one of {sorted(_LABELS)}")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..compaction.compact import ContextChange, context_change
 from ..entries import Message
 from ..projection import ProjectedEntry, Projection, build_session_projection
 from ..tokens import estimate_tokens
@@ -30,13 +31,17 @@ class ProjectionDiff:
     """Rows (one per context entry in either projection) and totals; renders itself.
 
     ``rows`` are plain dicts with the :data:`DIFF_COLUMNS`; ``frame`` is the same as a
-    DataFrame. Token figures are Pi's per-message estimate (``ceil(chars / 4)``).
+    DataFrame. Token figures are Pi's per-message estimate (``ceil(chars / 4)``), the basis
+    of :class:`~pi_nb.compaction.ContextChange` (what a compaction's result reports).
+    ``compaction`` is the change made by the compaction itself (set by
+    :func:`latest_compaction_diff`; later turns are not part of it).
     """
 
     rows: list[dict[str, Any]]
     before: Projection
     after: Projection
     totals: dict[str, Any] = field(default_factory=dict)
+    compaction: ContextChange | None = None
 
     def __post_init__(self) -> None:
         if not self.totals:
@@ -73,6 +78,11 @@ class ProjectionDiff:
         """Rows per status (every status present, zero when absent)."""
         return dict(self.totals["counts"])
 
+    @property
+    def compaction_warning(self) -> str | None:
+        """The warning line when the compaction made the context larger; None otherwise."""
+        return self.compaction.warning() if self.compaction is not None else None
+
     def by_status(self, status: str) -> list[dict[str, Any]]:
         """The rows with one status."""
         return [r for r in self.rows if r["status"] == status]
@@ -82,15 +92,15 @@ class ProjectionDiff:
         t = self.totals
         ratio = "n/a" if math.isnan(t["ratio"]) else f"{t['ratio']:.0%}"
         counts = ", ".join(f"{n} {s}" for s, n in t["counts"].items() if n)
-        return (
-            f"{t['tokens_before']:,} → {t['tokens_after']:,} tokens "
-            f"(saved {t['saved']:,}, {ratio} remain) · {counts or 'no entries'}"
-        )
+        figures = ContextChange(t["tokens_before"], t["tokens_after"]).figures()
+        return f"{figures} (saved {t['saved']:,}, {ratio} remain) · {counts or 'no entries'}"
 
     def __repr__(self) -> str:
         lines = [
             f"<ProjectionDiff {self.before.leaf_id} → {self.after.leaf_id}: {self.summary_line()}>"
         ]
+        if self.compaction_warning:
+            lines.append(f"⚠ {self.compaction_warning}")
         for r in self.rows[:200]:
             lines.append(
                 f"  {r['status']:<10} {r['id']:<10} {r['role'] or '':<17} "
@@ -115,8 +125,14 @@ class ProjectionDiff:
             )
         if len(self.rows) > 500:
             body.append(f'<tr><td colspan="6">… {len(self.rows) - 500} more rows</td></tr>')
+        warned = (
+            f"<div style='color:#b35900'>⚠ {esc(self.compaction_warning)}</div>"
+            if self.compaction_warning
+            else ""
+        )
         return (
             f'<div class="pi-nb-diff"><div><b>{esc(self.summary_line())}</b> {legend}</div>'
+            f"{warned}"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         )
 
@@ -124,8 +140,8 @@ class ProjectionDiff:
 def _totals(
     rows: Sequence[dict[str, Any]], before: Projection, after: Projection
 ) -> dict[str, Any]:
-    tokens_before = sum(estimate_tokens(m) for m in before.messages)
-    tokens_after = sum(estimate_tokens(m) for m in after.messages)
+    change = context_change(before.messages, after.messages)
+    tokens_before, tokens_after = change.before, change.after
     counts = dict.fromkeys(DIFF_STATUSES, 0)
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
@@ -266,4 +282,9 @@ def latest_compaction_diff(tree: SessionTree, leaf: str | None = None) -> Projec
         else build_session_projection([], None)
     )
     after = tree.projection() if leaf is None else tree.projection(leaf)
-    return diff_projection(before, after)
+    diff = diff_projection(before, after)
+    at_compaction = (
+        after if after.leaf_id == compaction["id"] else tree.projection(compaction["id"])
+    )
+    diff.compaction = context_change(before.messages, at_compaction.messages)
+    return diff

@@ -202,13 +202,16 @@ class StreamPrinter:
             elif event.get("aborted"):
                 self._line("⟳ compaction cancelled")
             elif result is not None:
-                before = getattr(result, "tokens_before", None)
+                from ..compaction.compact import result_figures, result_warnings
+
                 after = getattr(result, "tokens_after", None)
                 calls = getattr(result, "calls", 0)
                 self._line(
-                    f"⟳ compacted: {before} → {after} tokens (estimated), "
+                    f"⟳ compacted: {result_figures(result)}, "
                     f"{calls} summary call(s); %pi diff shows what changed"
                 )
+                for warning in result_warnings(result):  # failed hooks, a grown context
+                    self._line(f"⚠ {warning}")
                 from ..agent.session import above_threshold_note
 
                 note = above_threshold_note(after, event.get("threshold"))
@@ -613,6 +616,10 @@ class PiMagics(Magics):
         if summary is not None:
             note = f" (branch summary {summary['id']} appended)"
         print(f"leaf is now {session.tree.leaf_id}{note}")
+        from ..compaction.compact import result_warnings
+
+        for warning in result_warnings(result):
+            print(f"⚠ {warning}")
         editor = getattr(result, "editor_text", None)
         if editor:
             print(f"the target was a user message; its text, to edit and resend:\n{editor}")
@@ -639,7 +646,7 @@ class PiMagics(Magics):
         session = self._require()
         focus = " ".join(args.focus) or None
         result = session.compact(focus=focus, preview=args.preview)
-        display(result)
+        display(result)  # its text and HTML forms lead with the warnings (⚠ …)
         note = session.above_threshold_note(getattr(result, "tokens_after", None))
         if note and not args.preview:
             print(f"⚠ {note} (%pi model --keep N --reserve N)")

@@ -69,10 +69,6 @@ def _field(obj: Any, *names: str) -> Any:
     return None
 
 
-def _fmt(n: Any) -> str:
-    return f"{n:,}" if isinstance(n, int) else str(n)
-
-
 class ActionError(Exception):
     """A user-facing refusal (shown as is in the status line)."""
 
@@ -364,16 +360,20 @@ class SessionExplorer(anywidget.AnyWidget):
         summary = _field(result, "summary_entry", "summaryEntry")
         note = f" with branch summary {_field(summary, 'id')}" if summary is not None else ""
         text = _field(result, "editor_text", "editorText")
+        from .widget_state import with_warnings
+
         if isinstance(text, str) and text:
             flat = " ".join(text.split())
             flat = flat if len(flat) <= 60 else flat[:59] + "…"
-            return (
+            return with_warnings(
                 f"Leaf moved {old} → {new}{note} (before the user message {eid}, whose text "
-                f'you can send again or edit: "{flat}").'
+                f'you can send again or edit: "{flat}").',
+                result,
             )
-        return (
+        return with_warnings(
             f"Leaf moved {old} → {new}{note}; the next message continues from there "
-            "(the old branch is kept)."
+            "(the old branch is kept).",
+            result,
         )
 
     def _do_compact(self, message: dict[str, Any]) -> str:
@@ -394,15 +394,15 @@ class SessionExplorer(anywidget.AnyWidget):
         if result is None:
             self._preview = {}
             return "Nothing to compact."
-        before = _field(result, "tokens_before", "tokensBefore")
-        after = _field(result, "tokens_after", "tokensAfter")
+        from ..compaction.compact import result_figures
+        from .widget_state import with_warnings
+
+        change = _field(result, "change")  # both sides estimated: the basis of %pi diff
+        before = change.before if change is not None else _field(result, "tokens_before")
+        after = change.after if change is not None else _field(result, "tokens_after")
         first = _field(result, "first_kept_entry_id", "firstKeptEntryId", "first_kept_id")
         summary = _field(result, "summary")
-        numbers = (
-            f"{_fmt(before)} → {_fmt(after)} tokens"
-            if after is not None
-            else (f"{_fmt(before)} tokens before")
-        )
+        numbers = result_figures(result)  # one basis, as %pi diff and the magics show
         if preview:
             text = str(summary or "")
             self._preview = {
@@ -411,11 +411,13 @@ class SessionExplorer(anywidget.AnyWidget):
                 "tokens_before": before,
                 "tokens_after": after,
             }
-            return f"Preview (nothing written): {numbers}, keeps from {first}."
+            return with_warnings(
+                f"Preview (nothing written): {numbers}, keeps from {first}.", result
+            )
         self._preview = {}
         entry = _field(result, "entry", "id")
         where = f" as {_field(entry, 'id') or entry}" if entry is not None else ""
-        return f"Compacted{where}: {numbers}, keeps from {first}."
+        return with_warnings(f"Compacted{where}: {numbers}, keeps from {first}.", result)
 
     def _do_discard_preview(self, _message: dict[str, Any]) -> str:
         self._preview = {}

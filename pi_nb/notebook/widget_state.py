@@ -503,3 +503,13 @@ def synthetic_session(n_entries: int = 10_000, seed: int = 0) -> SessionTree:
             if kept is not None:
                 tree.append_compaction("## Goal\n" + text(40), kept["id"], 1000 + turn)
     return tree
+
+
+# --- status lines of model-backed actions ---------------------------------------------------------
+
+
+def with_warnings(text: str, result: Any) -> str:
+    """``text`` followed by every warning of ``result`` (``⚠ …``), on one status line."""
+    from ..compaction.compact import result_warnings
+
+    return " ".join([text, *(f"⚠ {w}" for w in result_warnings(result))])

@@ -389,6 +389,8 @@ def default_compaction(
         "prompts": prompts,
         "window": window,
         "completion": completion,
+        # The same allowance as the built-in compaction (tiny local models hit the cap).
+        "accept_truncated": preparation.settings.accept_truncated,
     }
     results = []
     history: str | None = None
@@ -485,7 +487,16 @@ class PinPolicy(HookedPolicy):
 
     Install with :meth:`install` (``hooks.on`` only) or :func:`enable_pins`. Without active
     pins on the branch the handler returns None and the default compaction runs unchanged.
+    When the handler fails (a summary call refused, say) the compaction is made without
+    the pins and its result carries a warning built from :attr:`failure_effect`.
     """
+
+    #: What a failure of this handler costs (shown in the compaction's warnings).
+    failure_effect = (
+        "the compaction was made WITHOUT the pins: pinned facts and messages before the cut "
+        "are in the summary only if the model kept them (the next compaction applies them "
+        "again)"
+    )
 
     def __init__(
         self,

@@ -362,7 +362,7 @@ def test_cli_compact_preview_and_commit(tmp_path):
         assert run_prompt_cli(str(path), f"fact {i} " * 40, no_tools=True, stream_to=io.StringIO(), err=io.StringIO(), script=[f"ok {i} " * 40]) == 0
     out = io.StringIO()
     assert compact_cli(str(path), preview=True, stream_to=out, keep=40) == 0
-    assert out.getvalue().startswith("compaction preview (nothing written): tokens ")
+    assert out.getvalue().startswith("compaction preview (nothing written): context ")
     assert "## Goal" in out.getvalue()
     assert not any(json.loads(line)["type"] == "compaction" for line in path.read_text().splitlines())
     out = io.StringIO()
@@ -457,3 +457,47 @@ def test_auto_compaction_that_stays_above_the_threshold_is_reported(make_session
     end = recorder.of("compaction_end")[0]
     assert end["threshold"] == 400 and end["result"].tokens_after > 400
     assert "[warning: still above W − R = 400 after compacting" in err.getvalue()
+
+
+def _wordy_hooks():
+    """Hooks whose session_before_compact supplies a summary far longer than the history."""
+    from pi_nb.hooks import Hooks
+
+    hooks = Hooks()
+
+    def wordy(event):
+        prep = event.preparation
+        summary = "## Goal\n" + "very long notes " * 800
+        return {"compaction": {"summary": summary, "firstKeptEntryId": prep.first_kept_entry_id, "tokensBefore": prep.tokens_before}}
+
+    hooks.on("session_before_compact", wordy)
+    return hooks
+
+
+def test_cli_compact_prints_the_growth_warning_on_stderr(tmp_path):
+    from pi_nb.notebook.diff import latest_compaction_diff
+    from pi_nb.session.tree import SessionTree
+
+    path = tmp_path / "g.jsonl"
+    for i in range(3):
+        assert run_prompt_cli(str(path), f"fact {i} " * 40, no_tools=True, stream_to=io.StringIO(), err=io.StringIO(), script=[f"ok {i} " * 40]) == 0
+    out, err = io.StringIO(), io.StringIO()
+    assert compact_cli(str(path), stream_to=out, err=err, keep=40, hooks=_wordy_hooks()) == 0
+    diff = latest_compaction_diff(SessionTree.open(path))
+    figures = f"{diff.tokens_before:,} → {diff.tokens_after:,} tokens (estimated)"
+    assert out.getvalue().startswith(f"compaction written: context {figures}")
+    assert f"pi-nb: warning: the compaction grew the context: {figures}" in err.getvalue()
+
+
+def test_cli_prompt_notes_compaction_warnings_on_stderr(tmp_path):
+    path = tmp_path / "p.jsonl"
+    for i in range(5):
+        run_prompt_cli(str(path), f"fact {i} " * 40, no_tools=True, stream_to=io.StringIO(), err=io.StringIO(), script=[f"ok {i} " * 40])
+    err = io.StringIO()
+    status = run_prompt_cli(
+        str(path), "last", window=1500, reserve=1000, keep=40, no_tools=True, stream_to=io.StringIO(), err=err,
+        script=["fine"], hooks=_wordy_hooks(),
+    )
+    text = err.getvalue()
+    assert status == 0 and "[compacted: " in text and "tokens (estimated)]" in text, text
+    assert "[warning: the compaction grew the context: " in text

@@ -700,3 +700,75 @@ def test_new_refuses_a_missing_folder(ip: Any, tmp_path: Path) -> None:
     ip.run_line_magic("config", f"PiMagics.session_dir = {str(tmp_path / 'nope')!r}")
     ip.run_line_magic("pi", "new")
     assert (tmp_path / "nope").is_dir()
+# --- compaction results that need the user's attention (issue 11) ------------------------------
+
+
+def _supply_a_wordy_summary(session: Any) -> None:
+    """A session_before_compact hook whose summary is far longer than the history it replaces."""
+
+    def wordy(event: Any) -> dict[str, Any]:
+        prep = event.preparation
+        return {
+            "compaction": {
+                "summary": "## Goal\n" + "very long notes " * 800,
+                "firstKeptEntryId": prep.first_kept_entry_id,
+                "tokensBefore": prep.tokens_before,
+            }
+        }
+
+    session.hooks.on("session_before_compact", wordy)
+
+
+def test_a_compaction_that_grows_the_context_says_so_in_compact_and_diff(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pi_nb.notebook.diff import latest_compaction_diff
+
+    ip.run_line_magic("pi", "model --window 30000 --reserve 1000 --keep 150")
+    _chat(ip, 3)
+    session = current_session(ip)
+    _supply_a_wordy_summary(session)
+    capsys.readouterr()
+    ip.run_line_magic("pi", "compact")
+    out = capsys.readouterr().out
+    diff = latest_compaction_diff(session.tree)
+    figures = f"{diff.tokens_before:,} → {diff.tokens_after:,} tokens (estimated)"
+    assert diff.tokens_after > diff.tokens_before
+    assert figures in out and f"⚠ the compaction grew the context: {figures}" in out
+    ip.run_line_magic("pi", "diff")
+    out = capsys.readouterr().out
+    assert figures in out and f"⚠ the compaction grew the context: {figures}" in out
+
+
+def test_a_failing_compaction_hook_is_shown_in_the_cell_output(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.user_ns["turns"] = [f"Reply {i}. " * 40 for i in range(8)]
+    ip.run_line_magic("pi", "model --script turns --window 1200 --reserve 300 --keep 200")
+    ip.run_cell_magic("pi", "", "Question 0: " + "lorem ipsum " * 20)
+    session = current_session(ip)
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("policy bug")
+
+    session.hooks.on("session_before_compact", broken)
+    for i in range(1, 6):
+        ip.run_cell_magic("pi", "", f"Question {i}: " + "lorem ipsum " * 20)
+    out = capsys.readouterr().out
+    assert "⟳ compacted:" in out and "tokens (estimated)" in out
+    assert "⚠ session_before_compact hook" in out and "policy bug" in out
+    assert "made without it" in out
+
+
+def test_branch_warnings_are_printed(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    ip.run_line_magic("pi", f"open {_sample_copy(tmp_path)}")
+    session = current_session(ip)
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("tree hook bug")
+
+    session.hooks.on("session_before_tree", broken)
+    capsys.readouterr()
+    ip.run_line_magic("pi", "branch 1a2b3c0d")
+    out = capsys.readouterr().out
+    assert "⚠ session_before_tree hook" in out and "tree hook bug" in out

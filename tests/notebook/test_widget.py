@@ -457,3 +457,84 @@ def test_pin_action_pins_the_message_for_later_compactions(session_file: Path) -
     assert [p for p in pins(session) if getattr(p, "entry_id", None) == target]
     bare = SessionExplorer(SessionTree.open(session_file))
     assert bare.perform({"action": "pin", "id": target}).startswith("Error:")
+
+
+# --- compaction warnings in the status line (issue 11) -------------------------------------------
+
+
+def _scripted_session(tmp_path: Path) -> Any:
+    from pi_nb.agent import Session
+
+    session = Session.new(
+        tmp_path / "w.jsonl", model="pinb/scripted", window=30000, reserve=1000, keep=150,
+        no_tools=True, script=[f"Answer {i}. " * 30 for i in range(6)],
+    )  # fmt: skip
+    for i in range(4):
+        session.prompt(f"Question {i}: " + "please explain this. " * 12)
+    return session
+
+
+def test_status_line_shows_growth_on_the_diff_basis_and_hook_failures(tmp_path: Path) -> None:
+    from pi_nb.notebook.diff import latest_compaction_diff
+
+    session = _scripted_session(tmp_path)
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("policy bug")
+
+    def wordy(event: Any) -> dict[str, Any]:
+        prep = event.preparation
+        return {
+            "compaction": {
+                "summary": "## Goal\n" + "very long notes " * 800,
+                "firstKeptEntryId": prep.first_kept_entry_id,
+                "tokensBefore": prep.tokens_before,
+            }
+        }
+
+    session.hooks.on("session_before_compact", broken)
+    session.hooks.on("session_before_compact", wordy)
+    widget = SessionExplorer(session)
+    try:
+        status = widget.perform({"action": "compact"})
+    finally:
+        widget.close()
+    diff = latest_compaction_diff(session.tree)
+    figures = f"{diff.tokens_before:,} → {diff.tokens_after:,} tokens (estimated)"
+    assert status.startswith("Compacted as ") and f": {figures}, keeps from" in status
+    assert "⚠ session_before_compact hook" in status and "policy bug" in status
+    assert f"⚠ the compaction grew the context: {figures}" in status
+    assert "\n" not in status
+
+
+def test_status_line_shows_a_failing_tree_hook(tmp_path: Path) -> None:
+    session = _scripted_session(tmp_path)
+    target = session.tree.get_branch()[1]["id"]  # the first reply
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("tree hook bug")
+
+    session.hooks.on("session_before_tree", broken)
+    widget = SessionExplorer(session)
+    try:
+        status = widget.perform({"action": "branch", "id": target})
+    finally:
+        widget.close()
+    assert status.startswith("Leaf moved") and "⚠ session_before_tree hook" in status
+
+
+def test_preview_panel_figures_are_on_the_estimate_basis(tmp_path: Path) -> None:
+    from pi_nb.tokens import estimate_tokens
+
+    session = _scripted_session(tmp_path)
+    before = sum(estimate_tokens(m) for m in session.context().messages)
+    widget = SessionExplorer(session)
+    try:
+        status = widget.perform({"action": "compact", "preview": True})
+        preview = dict(widget._preview)
+    finally:
+        widget.close()
+    assert session.tree.leaf["type"] == "message"  # nothing written
+    after = preview["tokens_after"]
+    assert preview["tokens_before"] == before != session.context_tokens().tokens
+    assert status.startswith(f"Preview (nothing written): {before:,} → {after:,} tokens (estimated)")
