@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from .entries import CURRENT_SESSION_VERSION, Entry, LightHead, new_entry_id
+from .entries import CURRENT_SESSION_VERSION, Entry, LightHead, js_stringify, new_entry_id
 
 
 class SessionError(Exception):
@@ -511,11 +511,19 @@ def _dumps(entry: Any) -> str:
         return json.dumps(_finite(entry), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+#: A number Python prints differently from JavaScript: integral floats (``1.0``, ``-0.0``),
+#: exponent forms (``5e-06``, ``1e+16``) and integers beyond 2**53 (doubles in JavaScript).
+#: It may also match inside a string: then the slower printer runs, with the same result.
+_PY_ONLY_NUMBER = re.compile(r"[:,\[]-?\d+(?:\.0|(?:\.\d+)?e[+-]\d+|\d{15,})[,}\]]")
+
+
 def encode_line(entry: Any) -> bytes:
     """One entry as the UTF-8 bytes of a JSON line, newline included (Pi's JSON.stringify).
 
-    Identical to ``dumps_line(entry) + "\n"`` for ordinary entries. Where that would write
-    something neither Pi nor pi_nb can read back, it writes what JSON.stringify does: NaN and
+    Identical to ``dumps_line(entry) + "\n"`` for ordinary entries. Numbers are printed as
+    JavaScript prints them (``0.000005``, not ``5e-06``; ``1``, not ``1.0``), so a file
+    pi_nb migrates or appends to has Pi's bytes. Where ``dumps_line`` would write something
+    neither Pi nor pi_nb can read back, it writes what JSON.stringify does: NaN and
     ±Infinity as null, lone surrogates as ``\\uXXXX`` escapes. Values that are not JSON data,
     circular or nested too deeply raise EntryEncodeError (nothing is written).
     """
@@ -528,6 +536,11 @@ def encode_line(entry: Any) -> bytes:
         raise EntryEncodeError("entry is nested too deeply to be written as JSON") from exc
     except (TypeError, ValueError) as exc:
         raise EntryEncodeError(f"entry cannot be written as JSON: {_short(exc)}") from exc
+    if _PY_ONLY_NUMBER.search(text):
+        # json.dumps has no hook for number text; js_stringify (iterative) prints them the
+        # JavaScript way and everything else exactly like json.dumps above.
+        with contextlib.suppress(OverflowError):  # an int beyond any double: kept exact
+            text = js_stringify(entry)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:

@@ -133,7 +133,8 @@ def test_claude_code_auto_compact_is_a_compaction_on_one_branch(transcripts: Pat
     # One branch from the first record to the leaf, through the compaction.
     branch = tree.get_branch()
     assert compaction in branch
-    assert branch[0]["message"]["role"] == "toolResult"  # the file starts mid-turn
+    assert branch[0]["customType"] == "import:origin"
+    assert branch[1]["message"]["role"] == "toolResult"  # the file starts mid-turn
     before = [e for e in branch[: branch.index(compaction)] if e["type"] == "message"]
     assert len(before) == 8
     roles = [m["role"] for m in tree.projection().messages]
@@ -149,8 +150,8 @@ def test_claude_code_compact_summary_without_boundary(transcripts: Path) -> None
     (compaction,) = [e for e in tree.entries if e["type"] == "compaction"]
     assert "rename `amt` to `amount`" in compaction["summary"]
     branch = tree.get_branch()
-    assert branch[0]["message"]["content"].startswith("Rename the `amt` column")
-    assert branch.index(compaction) == 4
+    assert branch[1]["message"]["content"].startswith("Rename the `amt` column")
+    assert branch.index(compaction) == 5
     # No token count in the file: Pi's estimate (the last usage before it: 2100 + 12).
     assert compaction["tokensBefore"] == 2112
     assert compaction["details"]["tokensBeforeEstimated"] is True
@@ -417,3 +418,54 @@ def test_assistant_before_turn_context_gets_the_first_model(tmp_path: Path) -> N
     (assistant,) = [m for m in result.tree.projection().messages if m["role"] == "assistant"]
     assert assistant["model"] == "gpt-5"
     assert any("before the first model record" in n for n in result.report.notes)
+
+
+# --- item 8: the imported agent's file tools, only for imported trees, named -----------------
+
+
+def test_cut_and_compact_name_the_imported_tool_mapping(
+    transcripts: Path, tmp_path: Path, capsys
+) -> None:
+    from pi_nb.agent.cli import compact_cli
+    from pi_nb.cli import main
+
+    out = tmp_path / "cc.jsonl"
+    import_claude_code(transcripts / "claude_code_autocompact.jsonl", out)
+    tree = _open(out)
+    (compaction,) = [e for e in tree.entries if e["type"] == "compaction"]
+    # Where Claude Code compacted: the files its Read / Edit calls touched.
+    assert main(["cut", str(out), "--leaf", compaction["parentId"], "--keep", "10", "--json"]) == 0
+    cut = json.loads(capsys.readouterr().out)
+    assert cut["fileTools"] == "claude-code"
+    assert cut["modifiedFiles"] == ["/home/lena/ledger/report.py"]
+    assert cut["readFiles"] == ["/home/lena/ledger/ledger/fees.py"]
+    assert main(["cut", str(out), "--leaf", compaction["parentId"], "--keep", "10"]) == 0
+    assert "fileTools           : claude-code" in capsys.readouterr().out
+
+    legacy = tmp_path / "legacy.jsonl"
+    import_codex(transcripts / "codex_legacy_rollout.jsonl", legacy)
+    status = compact_cli(
+        str(legacy),
+        preview=True,
+        model="pinb/scripted",
+        keep=10,
+        script=["The timeout is None on the reused session."],
+    )
+    assert status == 0
+    assert "file lists from codex file tools" in capsys.readouterr().out
+
+
+def test_compact_of_a_pi_session_does_not_name_a_mapping(
+    transcripts: Path, tmp_path: Path, capsys
+) -> None:
+    from pi_nb.agent.cli import compact_cli
+
+    src = tmp_path / "pi.jsonl"
+    src.write_bytes((transcripts / "pi_session.jsonl").read_bytes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        status = compact_cli(
+            str(src), preview=True, model="pinb/scripted", keep=10, script=["Summary."]
+        )
+    assert status == 0
+    assert "file lists from" not in capsys.readouterr().out

@@ -136,7 +136,7 @@ class ImportReport:
         if self.generated_ids:
             out.append(f"{self.generated_ids} tool call/result id(s) missing, generated")
         if self.orphans:
-            out.append(f"{self.orphans} record(s) whose parent is not in the file (new roots)")
+            out.append(f"{self.orphans} record(s) whose parent is not in the file")
         out.extend(self.warnings)
         return out
 
@@ -296,6 +296,25 @@ class TreeBuilder:
         self._seed = seed
         self._counter = 0
         self._last_time: str | None = None
+        self._origin: str | None = None
+
+    def origin(self, fmt: str, timestamp: Any = None) -> Entry:
+        """The first entry: a ``custom`` :data:`IMPORT_ORIGIN` naming the source format and
+        the file-tool mapping compaction file lists use for this tree; every later root
+        hangs under it, so every branch starts with it."""
+        from ...compaction.prepare import FILE_TOOL_MAPPINGS, IMPORT_ORIGIN
+
+        tools = fmt if fmt in FILE_TOOL_MAPPINGS else "pi"
+        entry = self.add(
+            "custom",
+            None,
+            self.time(timestamp),
+            customType=IMPORT_ORIGIN,
+            data={"format": fmt, "fileTools": tools},
+        )
+        self._origin = entry["id"]
+        self._last_time = None  # the first record's own time still counts as the first
+        return entry
 
     # --- ids and times ------------------------------------------------------------------
 
@@ -327,7 +346,7 @@ class TreeBuilder:
         entry: Entry = {
             "type": kind,
             "id": self.new_id(),
-            "parentId": parent,
+            "parentId": parent if parent is not None else self._origin,
             "timestamp": timestamp,
             **payload,
         }

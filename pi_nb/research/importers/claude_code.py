@@ -346,6 +346,9 @@ def import_claude_code(
         raise TranscriptImportError(
             f"{source}: no user or assistant records (not a Claude Code transcript?)"
         )
+    builder.origin(
+        "claude-code", next((r["timestamp"] for _, r in records if r.get("timestamp")), None)
+    )
     known = {r["uuid"] for _, r in records if isinstance(r.get("uuid"), str)}
     cwd = next((r["cwd"] for _, r in records if isinstance(r.get("cwd"), str)), None)
     session_id = next(

@@ -404,7 +404,12 @@ def import_codex(
     importer = _Importer(builder, costs)
     seen_item = False
     first = True
-    for number, value, raw in read_records(source, report):
+    rows = read_records(source, report)
+    first_time = next(
+        (v["timestamp"] for _, v, _ in rows if isinstance(v, dict) and v.get("timestamp")), None
+    )
+    builder.origin("codex", first_time)
+    for number, value, raw in rows:
         if not isinstance(value, dict):
             report.records["invalid-line"] += 1
             importer.chain(builder.invalid_line(number, raw, importer.last))
