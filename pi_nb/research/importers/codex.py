@@ -107,6 +107,17 @@ def _message_blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _arguments(raw: Any) -> dict[str, Any]:
+    """A call's arguments as a dict: JSON text parsed; anything else under ``input``."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return {"input": raw}
+    if value is None:
+        return {}
+    return value if isinstance(value, dict) else {"input": value}
+
+
 def _parse_output(raw: Any) -> tuple[str, bool, Any]:
     """(text, is_error, details) of a tool output in any of Codex's layouts."""
     if isinstance(raw, dict):
@@ -314,13 +325,7 @@ class _Importer:
                 block["thinkingSignature"] = payload["encrypted_content"]
             self._assistant(stamp)["message"]["content"].append(block)
         elif kind == "function_call":
-            raw = payload.get("arguments")
-            try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except ValueError:
-                arguments = {"input": raw}
-            if not isinstance(arguments, dict):
-                arguments = {"input": arguments}
+            arguments = _arguments(payload.get("arguments"))
             self._tool_call(payload.get("call_id"), str(payload.get("name", "")), arguments, stamp)
         elif kind == "custom_tool_call":
             arguments = {"input": payload.get("input")}
@@ -331,13 +336,7 @@ class _Importer:
                 payload.get("call_id") or payload.get("id"), "local_shell", dict(action), stamp
             )
         elif kind == "tool_search_call":
-            raw = payload.get("arguments")
-            try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except ValueError:
-                arguments = {"input": raw}
-            if not isinstance(arguments, dict):
-                arguments = {} if arguments is None else {"input": arguments}
+            arguments = _arguments(payload.get("arguments"))
             self._tool_call(payload.get("call_id"), "tool_search", arguments, stamp)
         elif kind == "web_search_call":
             self._web_search(payload, stamp)
