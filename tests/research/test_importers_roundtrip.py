@@ -64,7 +64,9 @@ def conversations(draw: Any) -> tuple[list[Turn], int | None]:
 SUMMARY = "Summary of the work so far."
 
 
-def claude_code(turns: list[Turn], compact_at: int | None) -> str:
+def claude_code(turns: list[Turn], compact_at: int | None, boundary: bool = True) -> str:
+    """Claude Code records; with ``boundary`` False the older layout, where the
+    ``isCompactSummary`` record alone starts the new chain."""
     lines: list[dict[str, Any]] = []
     parent: str | None = None
     base = {"isSidechain": False, "sessionId": "s-1", "cwd": "/w", "userType": "external"}
@@ -100,16 +102,17 @@ def claude_code(turns: list[Turn], compact_at: int | None) -> str:
 
     for index, turn in enumerate(turns):
         if index == compact_at:
-            logical, parent = parent, None
-            add(
-                {
-                    "type": "system",
-                    "subtype": "compact_boundary",
-                    "logicalParentUuid": logical,
-                    "content": "Conversation compacted",
-                    "compactMetadata": {"trigger": "auto", "preTokens": 1234},
-                }
-            )
+            logical, parent = parent, None  # the continuation starts a new chain
+            if boundary:
+                add(
+                    {
+                        "type": "system",
+                        "subtype": "compact_boundary",
+                        "logicalParentUuid": logical,
+                        "content": "Conversation compacted",
+                        "compactMetadata": {"trigger": "auto", "preTokens": 1234},
+                    }
+                )
             add(
                 {
                     "type": "user",
@@ -234,7 +237,12 @@ def openai(turns: list[Turn], compact_at: int | None) -> str:
     return json.dumps({"model": "gpt-4o", "messages": messages})
 
 
-WRITERS = {"claude-code": claude_code, "codex": codex, "openai": openai}
+WRITERS = {
+    "claude-code": claude_code,
+    "claude-code-old": lambda turns, at: claude_code(turns, at, boundary=False),
+    "codex": codex,
+    "openai": openai,
+}
 
 
 def _expected(turns: list[Turn]) -> dict[str, list[Any]]:
@@ -271,18 +279,19 @@ def _seen(messages: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), st.sampled_from(sorted(WRITERS)))
 def test_every_message_call_and_result_survives(conversation: Any, fmt: str) -> None:
     turns, compact_at = conversation
     if fmt == "openai":
         compact_at = None  # the format has no compactions
+    kind = fmt.removesuffix("-old")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "transcript.jsonl"
         src.write_text(WRITERS[fmt](turns, compact_at), encoding="utf-8")
-        assert detect_format(src) == fmt
+        assert detect_format(src) == kind
         out = Path(tmp) / "out.jsonl"
-        report = FORMATS[fmt](src, out).report
+        report = FORMATS[kind](src, out).report
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             tree = SessionTree.open(out)
@@ -299,5 +308,8 @@ def test_every_message_call_and_result_survives(conversation: Any, fmt: str) -> 
     else:
         (compaction,) = compactions
         assert compaction["summary"] == SUMMARY
+        after = branch[branch.index(compaction) + 1]
+        assert compaction["firstKeptEntryId"] == after["id"]  # derived: nothing kept
+        assert compaction["tokensBefore"] > 0
         assert projection[0]["role"] == "compactionSummary"
         assert _seen(projection[1:]) == _expected(turns[compact_at:])
