@@ -469,3 +469,13 @@ def test_compact_of_a_pi_session_does_not_name_a_mapping(
         )
     assert status == 0
     assert "file lists from" not in capsys.readouterr().out
+
+
+def test_a_truncated_first_line_is_kept_raw_not_an_error(transcripts: Path, tmp_path: Path) -> None:
+    lines = (transcripts / "claude_code_autocompact.jsonl").read_text().splitlines()
+    src = tmp_path / "cut.jsonl"
+    src.write_text("\n".join([lines[0][40:], *lines[1:]]) + "\n")  # a file cut mid-record
+    assert detect_format(src) == "claude-code"
+    report = import_claude_code(src).report
+    assert report.invalid_lines == [1]
+    assert not any("concatenated" in w for w in report.warnings)

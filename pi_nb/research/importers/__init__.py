@@ -23,6 +23,7 @@ from ._base import (
     ImportResult,
     TranscriptImportError,
     existing_source,
+    one_record_per_line,
 )
 from .claude_code import import_claude_code
 from .codex import import_codex
@@ -78,14 +79,13 @@ def _head_values(path: str | os.PathLike[str], limit: int = 50) -> list[Any]:
     if not lines:
         return []
     values: list[Any] = []
-    try:
-        json.loads(lines[0])
+    if one_record_per_line(lines[:limit]):
         for line in lines[:limit]:
             try:
                 values.append(json.loads(line))
             except ValueError:
                 continue
-    except ValueError:
+    else:
         if more:  # the first value may be longer than the head: read it all
             with open(path, encoding="utf-8", errors="replace") as handle:
                 head = handle.read()

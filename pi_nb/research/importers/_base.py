@@ -10,6 +10,7 @@ all of it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import json
@@ -208,8 +209,9 @@ def read_records(
 ) -> list[tuple[int, Any, str]]:
     """The records of a JSONL transcript: ``(line number, value or None, raw text)``.
 
-    A file whose first record is a JSON value on one line is read one record per line (a
-    line that is not JSON — e.g. a truncated last line — comes back with value None).
+    A file whose first line is a JSON value, or whose lines are mostly JSON objects, is read
+    one record per line (a line that is not JSON — e.g. a truncated line — comes back with
+    value None).
     Otherwise (a transcript saved pretty-printed, or JSON values written one after the
     other) it is read as concatenated JSON values (a top-level array gives its items),
     and ``report`` gets a warning saying so; when even that fails,
@@ -222,13 +224,8 @@ def read_records(
     ]
     if not lines:
         return []
-    first_number, first_line = lines[0]
-    try:
-        json.loads(first_line)
-        one_per_line = True
-    except ValueError:
-        one_per_line = False
-    if one_per_line:
+    first_number = lines[0][0]
+    if one_record_per_line([line for _, line in lines]):
         return list(read_json_lines(path))
     values = _concatenated(text, os.fspath(path), first_number)
     if report is not None:
@@ -237,6 +234,24 @@ def read_records(
             f"read as {len(values)} concatenated JSON value(s)"
         )
     return values
+
+
+def one_record_per_line(lines: list[str]) -> bool:
+    """JSONL: the first non-blank line is JSON, or most lines are JSON objects on their own
+    (a truncated first line). A pretty-printed file has neither."""
+    if not lines:
+        return True
+    try:
+        json.loads(lines[0])
+        return True
+    except ValueError:
+        pass
+    objects = 0
+    for line in lines:
+        if line.startswith("{") and line.endswith("}"):
+            with contextlib.suppress(ValueError):
+                objects += isinstance(json.loads(line), dict)
+    return objects * 2 > len(lines)
 
 
 def _concatenated(text: str, path: str, first_line: int) -> list[tuple[int, Any, str]]:
