@@ -511,10 +511,43 @@ def _dumps(entry: Any) -> str:
         return json.dumps(_finite(entry), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-#: A number Python prints differently from JavaScript: integral floats (``1.0``, ``-0.0``),
-#: exponent forms (``5e-06``, ``1e+16``) and integers beyond 2**53 (doubles in JavaScript).
-#: It may also match inside a string: then the slower printer runs, with the same result.
-_PY_ONLY_NUMBER = re.compile(r"[:,\[]-?\d+(?:\.0|(?:\.\d+)?e[+-]\d+|\d{15,})[,}\]]")
+_SAFE_INT = 2**53
+
+
+def _prints_unlike_javascript(value: Any) -> bool:
+    """Whether json.dumps prints a number in ``value`` differently from JavaScript: an
+    integral float (``1.0``, ``-0.0``), an exponent form (``5e-06``, ``1e+16``) or an
+    integer beyond 2**53 (a double in JavaScript). NaN / ±Infinity are already null. Iterative;
+    looks only at numbers, so long texts cost nothing."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        # Exact types first (what parsed JSON holds), subclasses after.
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is int:
+            if not -_SAFE_INT <= item <= _SAFE_INT:
+                return True
+        elif kind is float:
+            if item.is_integer() or "e" in repr(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, (bool, str)):
+            continue
+        elif isinstance(item, int):
+            if not -_SAFE_INT <= item <= _SAFE_INT:
+                return True
+        elif isinstance(item, float) and (item.is_integer() or "e" in repr(item)):
+            return True
+    return False
 
 
 def encode_line(entry: Any) -> bytes:
@@ -536,7 +569,7 @@ def encode_line(entry: Any) -> bytes:
         raise EntryEncodeError("entry is nested too deeply to be written as JSON") from exc
     except (TypeError, ValueError) as exc:
         raise EntryEncodeError(f"entry cannot be written as JSON: {_short(exc)}") from exc
-    if _PY_ONLY_NUMBER.search(text):
+    if _prints_unlike_javascript(entry):
         # json.dumps has no hook for number text; js_stringify (iterative) prints them the
         # JavaScript way and everything else exactly like json.dumps above.
         with contextlib.suppress(OverflowError):  # an int beyond any double: kept exact
