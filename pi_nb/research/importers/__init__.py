@@ -8,6 +8,14 @@
 :func:`import_transcript` picks one by name (or guesses with :func:`detect_format`). Each
 returns an :class:`ImportResult` (the tree and an :class:`ImportReport`). Nothing is dropped:
 record kinds an importer does not map are kept as ``custom`` entries ``import:<kind>``.
+
+Every importer reads JSONL, pretty-printed or concatenated JSON (said in the report). The
+Claude Code and Codex importers start the tree with a ``custom`` ``import:origin`` entry
+(``data.fileTools``: whose file tools compaction file lists count, see
+:func:`pi_nb.compaction.prepare.file_tools_of`), and turn the agent's own compactions into
+Pi ``compaction`` entries (``firstKeptEntryId`` derived: the first entry after it). The
+report's :meth:`~ImportReport.summary` names tool results without their call, calls without
+a result, generated ids and anything the user may expect but did not get.
 """
 
 from __future__ import annotations
