@@ -209,4 +209,7 @@ def _render_compaction(result: Any) -> str:
     preparation = getattr(result, "preparation", None)
     if preparation is not None and getattr(preparation, "is_split_turn", False):
         figures.append("split turn")
+    tools = getattr(getattr(preparation, "file_ops", None), "tools", "pi")
+    if tools != "pi":  # an imported tree: its agent's file tools fill the file lists
+        figures.append(f"file lists from {tools} file tools")
     return f"{head}: " + ", ".join(figures) + "\n\n" + str(getattr(result, "summary", result))

@@ -20,10 +20,13 @@ from .cut import CutPoint, find_cut_point
 from .settings import CompactionSettings
 
 __all__ = [
+    "FILE_TOOL_MAPPINGS",
+    "IMPORT_ORIGIN",
     "CompactionPreparation",
     "FileOps",
     "cut_command",
     "file_ops_from_message",
+    "file_tools_of",
     "format_file_operations",
     "js_sorted",
     "prepare_compaction",
@@ -35,17 +38,32 @@ def js_sorted(items: Iterable[str]) -> list[str]:
     return sorted(items, key=lambda s: s.encode("utf-16-be", "surrogatepass"))
 
 
-# tool name -> (FileOps set, argument holding the path)
-_FILE_TOOLS: dict[str, tuple[str, str]] = {
+# tool name -> (FileOps set, argument holding the path). Pi counts only these.
+_PI_FILE_TOOLS: dict[str, tuple[str, str]] = {
     "read": ("read", "path"),
     "write": ("written", "path"),
     "edit": ("edited", "path"),
+}
+_CLAUDE_CODE_FILE_TOOLS: dict[str, tuple[str, str]] = {
+    **_PI_FILE_TOOLS,  # a session continued in pi_nb after the import
     "Read": ("read", "file_path"),
     "Write": ("written", "file_path"),
     "Edit": ("edited", "file_path"),
     "MultiEdit": ("edited", "file_path"),
     "NotebookEdit": ("edited", "notebook_path"),
 }
+#: Which tool calls count in compaction file lists: ``"pi"`` (Pi's read / write / edit with
+#: ``path``, exactly Pi's lists) for every Pi session; the mapping of the agent a tree was
+#: imported from (Claude Code's Read / Write / Edit / MultiEdit / NotebookEdit, Codex's
+#: ``apply_patch`` patches) only for trees an importer marked (see :data:`IMPORT_ORIGIN`).
+FILE_TOOL_MAPPINGS: dict[str, dict[str, tuple[str, str]]] = {
+    "pi": _PI_FILE_TOOLS,
+    "claude-code": _CLAUDE_CODE_FILE_TOOLS,
+    "codex": {**_PI_FILE_TOOLS, "apply_patch": ("patch", "input")},
+}
+#: customType of the first entry an importer writes (``data.fileTools`` names the mapping);
+#: every root of the imported tree hangs under it, so every branch starts with it.
+IMPORT_ORIGIN = "import:origin"
 _PATCH_MARKERS = (
     ("*** Add File:", "written"),
     ("*** Update File:", "edited"),
@@ -54,28 +72,41 @@ _PATCH_MARKERS = (
 )
 
 
+def file_tools_of(branch: Sequence[Entry]) -> str:
+    """The file-tool mapping of a branch: the one its import origin entry names, else
+    ``"pi"``."""
+    first = branch[0] if branch else None
+    if first is None or first.get("type") != "custom" or first.get("customType") != IMPORT_ORIGIN:
+        return "pi"
+    data = first.get("data")
+    name = data.get("fileTools") if isinstance(data, Mapping) else None
+    return name if isinstance(name, str) and name in FILE_TOOL_MAPPINGS else "pi"
+
+
 @dataclass
 class FileOps:
-    """Files touched by tool calls: ``read``, ``written`` and ``edited`` path sets."""
+    """Files touched by tool calls: ``read``, ``written`` and ``edited`` path sets.
+
+    ``tools`` names the mapping of :data:`FILE_TOOL_MAPPINGS` that decides which calls
+    count (``"pi"``: Pi's own rule)."""
 
     read: set[str] = field(default_factory=set)
     written: set[str] = field(default_factory=set)
     edited: set[str] = field(default_factory=set)
+    tools: str = "pi"
 
     def add_call(self, tool_name: Any, arguments: Any) -> None:
-        """Record one tool call: Pi's ``read`` / ``write`` / ``edit`` with a string ``path``,
-        and the file tools of transcripts imported from other agents (Claude Code's
-        ``Read`` / ``Write`` / ``Edit`` / ``MultiEdit`` / ``NotebookEdit``, Codex's
-        ``apply_patch``), which Pi sessions never contain."""
-        if not isinstance(arguments, Mapping):
+        """Record one tool call the mapping knows (Pi: ``read`` / ``write`` / ``edit`` with
+        a string ``path``)."""
+        if not isinstance(arguments, Mapping) or not isinstance(tool_name, str):
             return
-        if tool_name == "apply_patch":
-            self._add_patch(arguments.get("input"))
-            return
-        known = _FILE_TOOLS.get(tool_name) if isinstance(tool_name, str) else None
+        known = FILE_TOOL_MAPPINGS.get(self.tools, _PI_FILE_TOOLS).get(tool_name)
         if known is None:
             return
         kind, key = known
+        if kind == "patch":
+            self._add_patch(arguments.get(key))
+            return
         path = arguments.get(key)
         if isinstance(path, str) and path:
             getattr(self, kind).add(path)
@@ -112,9 +143,13 @@ class FileOps:
         """sorted(read − modified): files only read."""
         return js_sorted(self.read - self.edited - self.written)
 
-    def details(self) -> dict[str, list[str]]:
-        """``{"readFiles": [...], "modifiedFiles": [...]}`` as Pi stores them."""
-        return {"readFiles": self.read_files, "modifiedFiles": self.modified_files}
+    def details(self) -> dict[str, Any]:
+        """``{"readFiles": [...], "modifiedFiles": [...]}`` as Pi stores them (plus
+        ``fileTools`` when an imported tree's mapping made the lists)."""
+        out: dict[str, Any] = {"readFiles": self.read_files, "modifiedFiles": self.modified_files}
+        if self.tools != "pi":
+            out["fileTools"] = self.tools
+        return out
 
 
 def format_file_operations(read_files: Sequence[str], modified_files: Sequence[str]) -> str:
@@ -192,8 +227,10 @@ class CompactionPreparation:
         return self.file_ops.modified_files
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``pi-nb cut --json`` shape (counts instead of messages)."""
-        return {
+        """The ``pi-nb cut --json`` shape (counts instead of messages; ``fileTools`` only
+        when the file lists use an imported tree's tool mapping, so a Pi session's document
+        is Pi's)."""
+        out: dict[str, Any] = {
             "firstKeptEntryId": self.first_kept_entry_id,
             "isSplitTurn": self.is_split_turn,
             "tokensBefore": self.tokens_before,
@@ -203,6 +240,9 @@ class CompactionPreparation:
             "readFiles": self.read_files,
             "modifiedFiles": self.modified_files,
         }
+        if self.file_ops.tools != "pi":
+            out["fileTools"] = self.file_ops.tools
+        return out
 
 
 def _summary_inputs(entries: Sequence[ProjectedEntry]) -> list[Message]:
@@ -264,7 +304,7 @@ def prepare_compaction(
     if not to_summarize and not turn_prefix:
         return None
 
-    ops = FileOps()
+    ops = FileOps(tools=file_tools_of(branch))
     if previous_index >= 0:
         previous = projected[previous_index].entry
         if not previous.get("fromHook"):

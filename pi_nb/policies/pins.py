@@ -350,6 +350,7 @@ def _carried_file_ops(preparation: CompactionPreparation, branch: Sequence[Entry
         set(preparation.file_ops.read),
         set(preparation.file_ops.written),
         set(preparation.file_ops.edited),
+        tools=preparation.file_ops.tools,
     )
     previous = next((e for e in reversed(branch) if e.get("type") == "compaction"), None)
     details = previous.get("details") if previous is not None else None

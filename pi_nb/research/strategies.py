@@ -378,7 +378,7 @@ class PiSummary:
         if preparation is None:
             return run.result(note="Nothing to compact")
         messages = original_history(tree.get_branch(), preparation.first_kept_entry_id)
-        ops = FileOps()
+        ops = FileOps(tools=preparation.file_ops.tools)  # an imported tree's file tools too
         for message in messages:
             file_ops_from_message(message, ops)
         generated = generate_summary(

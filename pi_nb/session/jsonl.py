@@ -23,7 +23,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from ..entries import CURRENT_SESSION_VERSION, Entry, LightHead, new_entry_id
+from ..entries import CURRENT_SESSION_VERSION, Entry, LightHead, js_stringify, new_entry_id
 
 
 class SessionError(Exception):
@@ -645,11 +645,52 @@ def _dumps(entry: Any) -> str:
         return json.dumps(_finite(entry), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_SAFE_INT = 2**53
+
+
+def _prints_unlike_javascript(value: Any) -> bool:
+    """Whether json.dumps prints a number in ``value`` differently from JavaScript: an
+    integral float (``1.0``, ``-0.0``), an exponent form (``5e-06``, ``1e+16``) or an
+    integer beyond 2**53 (a double in JavaScript). NaN / ±Infinity are already null. Iterative;
+    looks only at numbers, so long texts cost nothing."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        # Exact types first (what parsed JSON holds), subclasses after.
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is int:
+            if not -_SAFE_INT <= item <= _SAFE_INT:
+                return True
+        elif kind is float:
+            if item.is_integer() or "e" in repr(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, (bool, str)):
+            continue
+        elif isinstance(item, int):
+            if not -_SAFE_INT <= item <= _SAFE_INT:
+                return True
+        elif isinstance(item, float) and (item.is_integer() or "e" in repr(item)):
+            return True
+    return False
+
+
 def encode_line(entry: Any) -> bytes:
     """One entry as the UTF-8 bytes of a JSON line, newline included (Pi's JSON.stringify).
 
-    Identical to ``dumps_line(entry) + "\n"`` for ordinary entries. Where that would write
-    something neither Pi nor pi_nb can read back, it writes what JSON.stringify does: NaN and
+    Identical to ``dumps_line(entry) + "\n"`` for ordinary entries. Numbers are printed as
+    JavaScript prints them (``0.000005``, not ``5e-06``; ``1``, not ``1.0``), so a file
+    pi_nb migrates or appends to has Pi's bytes. Where ``dumps_line`` would write something
+    neither Pi nor pi_nb can read back, it writes what JSON.stringify does: NaN and
     ±Infinity as null, lone surrogates as ``\\uXXXX`` escapes. Values that are not JSON data,
     circular or nested too deeply raise EntryEncodeError (nothing is written).
     """
@@ -662,6 +703,11 @@ def encode_line(entry: Any) -> bytes:
         raise EntryEncodeError("entry is nested too deeply to be written as JSON") from exc
     except (TypeError, ValueError) as exc:
         raise EntryEncodeError(f"entry cannot be written as JSON: {_short(exc)}") from exc
+    if _prints_unlike_javascript(entry):
+        # json.dumps has no hook for number text; js_stringify (iterative) prints them the
+        # JavaScript way and everything else exactly like json.dumps above.
+        with contextlib.suppress(OverflowError):  # an int beyond any double: kept exact
+            text = js_stringify(entry)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:

@@ -156,7 +156,7 @@ def test_to_dict_and_cut_command(tree, session_path):
 
 
 def test_file_ops_of_other_agents_tools():
-    ops = FileOps()
+    ops = FileOps(tools="claude-code")
     calls = [
         tool_call("1", "Read", file_path="/r/notes.md"),
         tool_call("2", "Write", file_path="/r/new.py", content="x"),
@@ -171,8 +171,14 @@ def test_file_ops_of_other_agents_tools():
     ]
     file_ops_from_message(assistant("", calls=calls), ops)
     assert ops.read_files == ["/r/notes.md"]
-    assert ops.modified_files == ["/r/nb.ipynb", "/r/new.py", "/r/old.py",
-                                  "a.py", "b.py", "c.py", "d.py", "e.py"]
+    assert ops.modified_files == ["/r/nb.ipynb", "/r/new.py", "/r/old.py"]
+    codex = FileOps(tools="codex")
+    file_ops_from_message(assistant("", calls=calls), codex)
+    assert codex.read_files == []
+    assert codex.modified_files == ["a.py", "b.py", "c.py", "d.py", "e.py"]
+    pi = FileOps()  # Pi's rule: read / write / edit with a path, nothing else
+    file_ops_from_message(assistant("", calls=calls), pi)
+    assert pi.read_files == [] and pi.modified_files == []
 
 
 @pytest.mark.parametrize(("kind", "modified"), [
@@ -181,20 +187,24 @@ def test_file_ops_of_other_agents_tools():
     ("codex", ["scripts/sync.py"]),
 ])
 def test_imported_transcripts_yield_their_file_lists(kind, modified, tmp_path):
+    from pi_nb.compaction.prepare import file_tools_of
     from pi_nb.research.importers import import_transcript
     from pi_nb.research.samples import sample_transcript
 
     tree = import_transcript(sample_transcript(kind), tmp_path / "imported.jsonl").tree
-    ops = FileOps()
+    ops = FileOps(tools=file_tools_of(tree.get_branch()))
+    assert ops.tools == kind
     for entry in tree.get_branch():
         if entry["type"] == "message":
             file_ops_from_message(entry["message"], ops)
     assert ops.modified_files == modified
 
 
-def test_compaction_lists_files_touched_by_claude_code_tools(tree):
+def test_claude_code_tool_names_in_a_pi_session_count_as_pi_counts_them(tree):
+    """A Pi session is listed by Pi's rule even when its tools are called Read / Edit."""
     add_turn(tree, "look at the notes", steps=[("Read", {"file_path": "/r/notes.md"}, "notes")])
     add_turn(tree, "fix the bug", steps=[("Edit", {"file_path": "/r/bug.py"}, "edited")])
     long_session(tree, 4)
     prep = prepare_compaction(tree.get_branch(), KEEP)
-    assert "/r/notes.md" in prep.read_files and "/r/bug.py" in prep.modified_files
+    assert "/r/notes.md" not in prep.read_files and "/r/bug.py" not in prep.modified_files
+    assert "fileTools" not in prep.to_dict()

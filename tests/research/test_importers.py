@@ -105,10 +105,13 @@ def test_claude_code_tree_compaction_sidechain_and_redo(transcripts: Path) -> No
     compaction = next(e for e in tree.entries if e["type"] == "compaction")
     assert compaction["summary"].startswith("This session is being continued")
     assert compaction["tokensBefore"] == 19276
-    assert compaction["firstKeptEntryId"] == compaction["id"]
+    # Derived: the first entry after the compaction (Claude Code keeps nothing verbatim).
+    assert compaction["firstKeptEntryId"] == tree.children(compaction["id"])[0]["id"]
     # The boundary hangs under its logical parent: one path from the first prompt.
     branch = tree.get_branch()
-    assert branch[0]["type"] == "message" and "flaky" in branch[0]["message"]["content"]
+    origin = branch[0]
+    assert origin["customType"] == "import:origin" and origin["data"]["fileTools"] == "claude-code"
+    assert branch[1]["type"] == "message" and "flaky" in branch[1]["message"]["content"]
     assert tree.leaf["customType"] == "import:report"
     roles = [m["role"] for m in tree.projection().messages]
     assert roles == ["compactionSummary", "user", "assistant", "toolResult", "assistant"]
@@ -119,11 +122,11 @@ def test_claude_code_tree_compaction_sidechain_and_redo(transcripts: Path) -> No
         if e["type"] == "message" and str(e["message"].get("content")).startswith("Also use")
     )
     assert len(tree.children(redo["id"])) == 2
-    # The sub-agent's records form their own root.
+    # The sub-agent's records form their own chain, from the import's origin entry.
     side_root = next(
         e
         for e in tree.entries
-        if e["parentId"] is None
+        if e["parentId"] == origin["id"]
         and e["type"] == "message"
         and str(e["message"]["content"]).startswith("Search src/")
     )

@@ -10,6 +10,7 @@ all of it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
 import json
@@ -36,6 +37,7 @@ __all__ = [
     "TranscriptImportError",
     "TreeBuilder",
     "read_json_lines",
+    "read_records",
 ]
 
 #: customType prefix of entries that keep records the importer did not map.
@@ -64,6 +66,10 @@ class ImportReport:
         unanswered_calls: tool calls with no result in the file.
         unmatched_results: tool results whose call is not in the file.
         notes: anything else worth knowing, one sentence each.
+        warnings: what the user asked for or may expect but did not fully happen (shown in
+            :meth:`summary`, so ``pi-nb import`` prints them).
+        generated_ids: tool calls / results without an id in the source, given a generated
+            one (they never pair, so each counts as unanswered / unmatched).
         id_map: source record id → entry id.
     """
 
@@ -78,6 +84,8 @@ class ImportReport:
     unanswered_calls: int = 0
     unmatched_results: int = 0
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    generated_ids: int = 0
     id_map: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self, with_ids: bool = False) -> dict[str, Any]:
@@ -94,6 +102,8 @@ class ImportReport:
             "unansweredCalls": self.unanswered_calls,
             "unmatchedResults": self.unmatched_results,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
+            "generatedIds": self.generated_ids,
         }
         if with_ids:
             out["idMap"] = dict(self.id_map)
@@ -108,7 +118,28 @@ class ImportReport:
             text += f"; kept as custom: {kept}"
         if self.invalid_lines:
             text += f"; {len(self.invalid_lines)} invalid line(s) kept raw"
+        for part in self.problems():
+            text += f"; {part}"
         return text
+
+    def problems(self) -> list[str]:
+        """What a reader of the import must know, one phrase each: tool results without
+        their call, calls without a result, ids the importer generated, records whose
+        parent is missing, and the :attr:`warnings`."""
+        out: list[str] = []
+        if self.unmatched_results:
+            out.append(
+                f"{self.unmatched_results} tool result(s) without their call in the file "
+                "(kept as toolResult messages)"
+            )
+        if self.unanswered_calls:
+            out.append(f"{self.unanswered_calls} tool call(s) without a result in the file")
+        if self.generated_ids:
+            out.append(f"{self.generated_ids} tool call/result id(s) missing, generated")
+        if self.orphans:
+            out.append(f"{self.orphans} record(s) whose parent is not in the file")
+        out.extend(self.warnings)
+        return out
 
     def frame(self) -> pd.DataFrame:
         """One row per source kind: ``kind, count`` plus one per entry kind written."""
@@ -135,6 +166,7 @@ class ImportReport:
             f"results without call: {self.unmatched_results}, invalid lines: "
             f"{len(self.invalid_lines)}</p>"
         )
+        extra += "".join(f"<p><b>{html.escape(w)}</b></p>" for w in self.warnings)
         return (
             f"<div class='pi-nb-import'><b>Import ({html.escape(self.format)})</b> "
             f"{html.escape(self.source)} → {html.escape(str(self.output or 'memory'))}"
@@ -172,6 +204,82 @@ def read_json_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any, st
             yield number, value, line
 
 
+def read_records(
+    path: str | os.PathLike[str], report: ImportReport | None = None
+) -> list[tuple[int, Any, str]]:
+    """The records of a JSONL transcript: ``(line number, value or None, raw text)``.
+
+    A file whose first line is a JSON value, or whose lines are mostly JSON objects, is read
+    one record per line (a line that is not JSON — e.g. a truncated line — comes back with
+    value None).
+    Otherwise (a transcript saved pretty-printed, or JSON values written one after the
+    other) it is read as concatenated JSON values (a top-level array gives its items),
+    and ``report`` gets a warning saying so; when even that fails,
+    :class:`TranscriptImportError` says so and where.
+    """
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    lines = [
+        (number, raw.strip()) for number, raw in enumerate(text.splitlines(), 1) if raw.strip()
+    ]
+    if not lines:
+        return []
+    first_number = lines[0][0]
+    if one_record_per_line([line for _, line in lines]):
+        return list(read_json_lines(path))
+    values = _concatenated(text, os.fspath(path), first_number)
+    if report is not None:
+        report.warnings.append(
+            f"not one JSON record per line (line {first_number} is not a JSON value): "
+            f"read as {len(values)} concatenated JSON value(s)"
+        )
+    return values
+
+
+def one_record_per_line(lines: list[str]) -> bool:
+    """JSONL: the first non-blank line is JSON, or most lines are JSON objects on their own
+    (a truncated first line). A pretty-printed file has neither."""
+    if not lines:
+        return True
+    try:
+        json.loads(lines[0])
+        return True
+    except ValueError:
+        pass
+    objects = 0
+    for line in lines:
+        if line.startswith("{") and line.endswith("}"):
+            with contextlib.suppress(ValueError):
+                objects += isinstance(json.loads(line), dict)
+    return objects * 2 > len(lines)
+
+
+def _concatenated(text: str, path: str, first_line: int) -> list[tuple[int, Any, str]]:
+    """JSON values one after the other (any whitespace between them), with their lines."""
+    decoder = json.JSONDecoder()
+    out: list[tuple[int, Any, str]] = []
+    position, size = 0, len(text)
+    while True:
+        while position < size and text[position] in " \t\r\n\ufeff":
+            position += 1
+        if position >= size:
+            return out
+        line = text.count("\n", 0, position) + 1
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except ValueError as exc:
+            where = exc.lineno if isinstance(exc, json.JSONDecodeError) else line
+            column = exc.colno if isinstance(exc, json.JSONDecodeError) else 1
+            raise TranscriptImportError(
+                f"{path}: not one JSON record per line (line {first_line} is not JSON on its "
+                f"own), and not concatenated JSON values either: invalid JSON at line {where}, "
+                f"column {column}"
+            ) from None
+        items = value if isinstance(value, list) else [value]
+        out.extend((line, item, "") for item in items)
+        position = end
+
+
 def _iso(value: Any) -> str | None:
     """A source timestamp as JavaScript's ISO form, or None when it is not a time."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -203,6 +311,25 @@ class TreeBuilder:
         self._seed = seed
         self._counter = 0
         self._last_time: str | None = None
+        self._origin: str | None = None
+
+    def origin(self, fmt: str, timestamp: Any = None) -> Entry:
+        """The first entry: a ``custom`` :data:`IMPORT_ORIGIN` naming the source format and
+        the file-tool mapping compaction file lists use for this tree; every later root
+        hangs under it, so every branch starts with it."""
+        from ...compaction.prepare import FILE_TOOL_MAPPINGS, IMPORT_ORIGIN
+
+        tools = fmt if fmt in FILE_TOOL_MAPPINGS else "pi"
+        entry = self.add(
+            "custom",
+            None,
+            self.time(timestamp),
+            customType=IMPORT_ORIGIN,
+            data={"format": fmt, "fileTools": tools},
+        )
+        self._origin = entry["id"]
+        self._last_time = None  # the first record's own time still counts as the first
+        return entry
 
     # --- ids and times ------------------------------------------------------------------
 
@@ -234,7 +361,7 @@ class TreeBuilder:
         entry: Entry = {
             "type": kind,
             "id": self.new_id(),
-            "parentId": parent,
+            "parentId": parent if parent is not None else self._origin,
             "timestamp": timestamp,
             **payload,
         }
@@ -246,6 +373,14 @@ class TreeBuilder:
         """A ``message`` entry; the message gets the entry's time in ms unless it has one."""
         message.setdefault("timestamp", iso_to_ms(timestamp))
         return self.add("message", parent, timestamp, message=message)
+
+    def tool_id(self, value: Any, what: str = "call") -> str:
+        """A source tool call / result id as a string; a missing one (None, "") gets a
+        generated id that pairs with nothing, counted in the report — never "None"."""
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
+            return str(value)
+        self.report.generated_ids += 1
+        return f"pinb-missing-{what}-id-{self.report.generated_ids}"
 
     def custom(self, kind: str, data: Any, parent: str | None, timestamp: str) -> Entry:
         """Keep a record the importer does not map: ``custom`` with ``import:<kind>``."""
@@ -353,6 +488,50 @@ class TreeBuilder:
 
         Appender(os.fspath(path)).create([header, *self.entries])
         return SessionTree.open(path)
+
+
+def finish_compactions(builder: TreeBuilder, compactions: list[Entry], source: str) -> None:
+    """Fill what an agent's own compaction record does not say, the same way for every
+    importer (both derived, and said so in the report's notes):
+
+    - ``firstKeptEntryId``: the first entry after the compaction (its first child in file
+      order) — Claude Code and Codex keep nothing of the old history verbatim, so the
+      projection at the leaf is [summary, messages after]; a compaction with nothing after
+      it keeps its own id.
+    - ``tokensBefore`` (when the record had no figure: entries carry ``None`` until here):
+      Pi's estimate of the context on the compaction's branch just before it.
+    """
+    from ...projection import build_session_projection
+    from ...tokens import estimate_projected_context_tokens
+
+    first_child: dict[str, str] = {}
+    for entry in builder.entries:
+        parent = entry.get("parentId")
+        if isinstance(parent, str) and parent not in first_child:
+            first_child[parent] = entry["id"]
+    for entry in compactions:
+        entry["firstKeptEntryId"] = first_child.get(entry["id"], entry["id"])
+        if entry.get("tokensBefore") is None:
+            path: list[Entry] = []
+            cursor = entry.get("parentId")
+            while isinstance(cursor, str) and cursor in builder.by_id:
+                path.append(builder.by_id[cursor])
+                cursor = builder.by_id[cursor].get("parentId")
+            path.reverse()
+            projection = build_session_projection(path) if path else None
+            tokens = estimate_projected_context_tokens(projection, path).tokens if projection else 0
+            entry["tokensBefore"] = int(tokens)
+            entry.setdefault("details", {})["tokensBeforeEstimated"] = True
+            builder.report.notes.append(
+                f"compaction {entry['id']}: {source} recorded no token count; tokensBefore "
+                f"{tokens} is Pi's estimate of the context before it"
+            )
+    if compactions:
+        builder.report.notes.append(
+            f"{len(compactions)} {source} compaction(s) imported as Pi compactions: summary = "
+            f"{source}'s own summary, firstKeptEntryId = the first entry after the compaction "
+            "(derived: nothing before it is kept verbatim)"
+        )
 
 
 def pi_usage(

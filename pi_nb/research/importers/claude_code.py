@@ -11,9 +11,18 @@ sub-agent ``isSidechain`` records start their own roots); the tree is kept as is
 - ``user`` records → ``toolResult`` messages for their ``tool_result`` blocks (``toolName``
   from the matching call, ``is_error`` → ``isError``, ``toolUseResult`` → ``details``),
   then a user message for the remaining text / image blocks.
-- ``system`` records with subtype ``compact_boundary`` → a Pi ``compaction`` entry (parent =
-  ``logicalParentUuid``, ``tokensBefore`` = ``compactMetadata.preTokens``); the following
-  ``isCompactSummary`` user record becomes its summary.
+- Claude Code's own compactions → Pi ``compaction`` entries on the branch they ended, so
+  the history before stays reachable from the leaf and the projection at the leaf is
+  [summary, messages after]. A ``system`` record with subtype ``compact_boundary`` (which
+  starts a new chain: ``parentUuid`` null, ``logicalParentUuid`` = the last record before)
+  becomes the compaction, parented to ``logicalParentUuid``; ``tokensBefore`` =
+  ``compactMetadata.preTokens`` (``trigger`` and the record kept in ``details``); the
+  ``isCompactSummary`` user record after it becomes its ``summary``. An
+  ``isCompactSummary`` record with no boundary before it (older Claude Code) becomes a
+  compaction itself, under its ``logicalParentUuid`` / parent / the main chain's last
+  record. Derived: ``firstKeptEntryId`` = the first entry after the compaction (Claude
+  Code keeps nothing verbatim) and, without ``preTokens``, ``tokensBefore`` = Pi's
+  estimate of the context before it (see :func:`._base.finish_compactions`).
 - everything else (other ``system`` records, ``summary``, ``file-history-snapshot``,
   ``queue-operation`` … and any kind added later) → ``custom`` entries ``import:<type>``
   holding the record, in the tree when they have a ``uuid``, as roots otherwise.
@@ -30,8 +39,9 @@ from ._base import (
     ImportResult,
     TranscriptImportError,
     TreeBuilder,
+    finish_compactions,
     pi_usage,
-    read_json_lines,
+    read_records,
     start_import,
     text_blocks,
 )
@@ -86,7 +96,7 @@ def _result_content(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant_blocks(content: Any) -> list[dict[str, Any]]:
+def _assistant_blocks(content: Any, builder: TreeBuilder) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in content if isinstance(content, list) else text_blocks(content):
         if not isinstance(block, dict):
@@ -113,7 +123,7 @@ def _assistant_blocks(content: Any) -> list[dict[str, Any]]:
             blocks.append(
                 {
                     "type": "toolCall",
-                    "id": block.get("id"),
+                    "id": builder.tool_id(block.get("id"), "call"),
                     "name": block.get("name", ""),
                     "arguments": arguments if isinstance(arguments, dict) else {"input": arguments},
                 }
@@ -140,6 +150,7 @@ class _Importer:
         self.tool_names: dict[str, str] = {}
         self.open_assistant: dict[str, tuple[Entry, str]] = {}  # uuid → (entry, message id)
         self.compactions: dict[str, Entry] = {}  # boundary uuid → compaction entry
+        self.all_compactions: list[Entry] = []
         self.main_leaf: str | None = None
 
     # -- one record ----------------------------------------------------------------------
@@ -164,7 +175,7 @@ class _Importer:
 
     def _assistant(self, record: dict[str, Any], parent: str | None, stamp: str) -> str:
         message = record["message"]
-        blocks = _assistant_blocks(message.get("content"))
+        blocks = _assistant_blocks(message.get("content"), self.b)
         for block in blocks:
             if block.get("type") == "toolCall" and block.get("id"):
                 self.tool_names[str(block["id"])] = str(block.get("name"))
@@ -212,13 +223,24 @@ class _Importer:
 
     def _user(self, record: dict[str, Any], parent: str | None, stamp: str) -> str:
         content = record["message"].get("content")
-        boundary = self.compactions.get(str(record.get("parentUuid")))
-        if record.get("isCompactSummary") and boundary is not None:
+        if record.get("isCompactSummary"):
             text = (
                 content
                 if isinstance(content, str)
-                else " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+                else "\n".join(
+                    b.get("text", "")
+                    for b in content or []
+                    if isinstance(b, dict) and b.get("type") == "text"
+                )
             )
+            boundary = self.compactions.get(str(record.get("parentUuid")))
+            if boundary is None:  # no compact_boundary record: the summary is the compaction
+                logical = record.get("logicalParentUuid")
+                if isinstance(logical, str) and logical in self.entry_of:
+                    parent = self.entry_of[logical]
+                elif parent is None and not record.get("isSidechain"):
+                    parent = self.main_leaf
+                boundary = self._compaction(parent, stamp, None, None, record)
             boundary["summary"] = text
             self.b.report.notes.append(
                 f"compact summary {record.get('uuid')} became the summary of compaction "
@@ -234,7 +256,7 @@ class _Importer:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_result":
-                call_id = str(block.get("tool_use_id"))
+                call_id = self.b.tool_id(block.get("tool_use_id"), "result")
                 result: Message = {
                     "role": "toolResult",
                     "toolCallId": call_id,
@@ -262,20 +284,34 @@ class _Importer:
         meta = (
             record.get("compactMetadata") if isinstance(record.get("compactMetadata"), dict) else {}
         )
+        pre = meta.get("preTokens")
+        tokens = int(pre) if isinstance(pre, (int, float)) and not isinstance(pre, bool) else None
+        entry = self._compaction(parent, stamp, tokens, meta.get("trigger"), record)
+        if isinstance(record.get("uuid"), str):
+            self.compactions[record["uuid"]] = entry
+        return entry["id"]
+
+    def _compaction(
+        self,
+        parent: str | None,
+        stamp: str,
+        tokens: int | None,
+        trigger: Any,
+        record: dict[str, Any],
+    ) -> Entry:
+        # firstKeptEntryId and a missing tokensBefore are filled by finish_compactions.
         entry = self.b.add(
             "compaction",
             parent,
             stamp,
             summary=_NO_SUMMARY,
             firstKeptEntryId="",
-            tokensBefore=int(meta.get("preTokens") or 0),
-            details={"source": "claude-code", "trigger": meta.get("trigger"), "record": record},
+            tokensBefore=tokens,
+            details={"source": "claude-code", "trigger": trigger, "record": record},
             fromHook=True,
         )
-        entry["firstKeptEntryId"] = entry["id"]  # Claude Code keeps nothing verbatim
-        if isinstance(record.get("uuid"), str):
-            self.compactions[record["uuid"]] = entry
-        return entry["id"]
+        self.all_compactions.append(entry)
+        return entry
 
 
 def import_claude_code(
@@ -295,7 +331,7 @@ def import_claude_code(
     """
     source, report, builder = start_import(src, "claude-code")
     importer = _Importer(builder, costs)
-    lines = list(read_json_lines(source))
+    lines = read_records(source, report)
     records: list[tuple[int, dict[str, Any]]] = []
     for number, value, raw in lines:
         if isinstance(value, dict):
@@ -310,6 +346,9 @@ def import_claude_code(
         raise TranscriptImportError(
             f"{source}: no user or assistant records (not a Claude Code transcript?)"
         )
+    builder.origin(
+        "claude-code", next((r["timestamp"] for _, r in records if r.get("timestamp")), None)
+    )
     known = {r["uuid"] for _, r in records if isinstance(r.get("uuid"), str)}
     cwd = next((r["cwd"] for _, r in records if isinstance(r.get("cwd"), str)), None)
     session_id = next(
@@ -348,6 +387,13 @@ def import_claude_code(
         for _number, record in pending:
             report.orphans += 1
             importer.record({**record, "parentUuid": None}, None)
+    finish_compactions(builder, importer.all_compactions, "Claude Code")
+    unsummarized = sum(e["summary"] == _NO_SUMMARY for e in importer.all_compactions)
+    if unsummarized:
+        report.warnings.append(
+            f"{unsummarized} compact_boundary record(s) without the summary record after them "
+            "(the compaction's summary says so)"
+        )
     tree = builder.write(
         out, cwd=cwd, session_id=session_id, leaf=importer.main_leaf, overwrite=overwrite
     )

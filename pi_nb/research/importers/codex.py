@@ -6,15 +6,30 @@ session is one chain in file order. The mapping:
 - ``response_item`` ``message`` → user / assistant messages (``developer`` and ``system``
   roles → Pi ``system`` messages); ``reasoning`` → a ``thinking`` block (summary text;
   ``encrypted_content`` kept as the signature); ``function_call`` / ``custom_tool_call`` /
-  ``local_shell_call`` → ``toolCall`` blocks. Consecutive assistant-side items (one model
-  response) form one Pi assistant message.
-- ``function_call_output`` / ``custom_tool_call_output`` → ``toolResult`` (the ``output``
-  text; a non-zero ``exit_code`` → ``isError``; ``metadata`` → ``details``).
+  ``local_shell_call`` / ``tool_search_call`` → ``toolCall`` blocks (``tool_search_call`` as
+  tool ``tool_search``, its ``arguments`` parsed). Consecutive assistant-side items (one
+  model response) form one Pi assistant message.
+- ``function_call_output`` / ``custom_tool_call_output`` / ``tool_search_output`` →
+  ``toolResult``, paired by ``call_id`` (the ``output`` text; a non-zero ``exit_code`` →
+  ``isError``; ``metadata`` → ``details``; for ``tool_search_output`` the ``tools`` found,
+  as JSON text). A call or output without ``call_id`` gets a generated id (counted as
+  unmatched in the report).
+- ``web_search_call`` (a search the server ran; no output item follows) → a ``toolCall``
+  ``web_search`` (``action`` as arguments) and a *derived* ``toolResult`` stating its
+  status (the results themselves are not in the rollout; the record is in ``details``).
 - ``event_msg`` ``token_count`` → the usage of the latest assistant message (``last_token_usage``;
   cached input → ``cacheRead``). Every ``event_msg`` is also kept as a custom entry.
 - ``turn_context`` → ``model_change`` / ``thinking_level_change`` when the model or effort
   changes; the record itself is kept as a custom entry.
-- ``compacted`` → a Pi ``compaction`` entry (its ``message`` is the summary).
+- ``compacted`` (Codex's own compaction) → a Pi ``compaction`` entry on the chain: summary =
+  its ``message`` (or, when empty, the text of ``replacement_history``; the record is kept
+  in ``details``), ``tokensBefore`` = the context of the last ``token_count`` (input +
+  output of the last turn) or, without one, Pi's estimate; ``firstKeptEntryId`` = the first
+  entry after it (derived: Codex keeps nothing verbatim). The projection at the leaf is
+  [summary, messages after].
+- the model of assistant messages comes from ``turn_context.model``, else the
+  ``session_meta`` (or legacy first-line) ``model``; messages before the first model is
+  known get that first model (noted); a rollout naming no model leaves ``""`` (warned).
 - ``session_meta`` (header cwd / id) and anything else → ``custom`` entries ``import:<type>``.
 
 The older layout without the ``payload`` envelope (a bare metadata first line, then bare
@@ -33,20 +48,30 @@ from ._base import (
     ImportResult,
     TranscriptImportError,
     TreeBuilder,
+    finish_compactions,
     image_block,
     pi_usage,
-    read_json_lines,
+    read_records,
     start_import,
     text_blocks,
 )
 
 __all__ = ["import_codex"]
 
-_ASSISTANT_ITEMS = ("reasoning", "function_call", "custom_tool_call", "local_shell_call")
-_OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")
+_ASSISTANT_ITEMS = (
+    "reasoning",
+    "function_call",
+    "custom_tool_call",
+    "local_shell_call",
+    "tool_search_call",
+    "web_search_call",
+)
+_OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "tool_search_output")
 _ITEM_TYPES = (*_ASSISTANT_ITEMS, *_OUTPUT_ITEMS, "message")
 _EFFORT = {"none": "off", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
 _EXIT_CODE = re.compile(r"^Exit code: (-?\d+)", re.M)
+#: Legacy rollouts name the working directory only in the first user message.
+_ENV_CWD = re.compile(r"<environment_context>.*?<cwd>([^<]+)</cwd>", re.S)
 
 
 def _envelope(record: dict[str, Any], first: bool) -> tuple[str, Any]:
@@ -82,6 +107,17 @@ def _message_blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _arguments(raw: Any) -> dict[str, Any]:
+    """A call's arguments as a dict: JSON text parsed; anything else under ``input``."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return {"input": raw}
+    if value is None:
+        return {}
+    return value if isinstance(value, dict) else {"input": value}
+
+
 def _parse_output(raw: Any) -> tuple[str, bool, Any]:
     """(text, is_error, details) of a tool output in any of Codex's layouts."""
     if isinstance(raw, dict):
@@ -114,6 +150,8 @@ class _Importer:
         self.context_tokens = 0
         self.cwd: str | None = None
         self.session_id: str | None = None
+        self.compactions: list[Entry] = []
+        self.unnamed: list[Entry] = []  # assistant messages made before a model was known
 
     def chain(self, entry: Entry) -> Entry:
         self.last = entry["id"]
@@ -129,6 +167,7 @@ class _Importer:
             self.cwd = payload.get("cwd") or self.cwd
             self.session_id = payload.get("id") or self.session_id
             self.provider = payload.get("model_provider") or self.provider
+            self._set_model(payload.get("model"))
             self.custom("session_meta", record, stamp)
         elif kind == "turn_context" and isinstance(payload, dict):
             self.custom("turn_context", record, stamp)
@@ -144,10 +183,24 @@ class _Importer:
         else:
             self.custom(kind, record, stamp)
 
+    def _set_model(self, model: Any) -> bool:
+        """Take ``model`` as the current model; True when it changed."""
+        if not isinstance(model, str) or not model or model == self.model:
+            return False
+        self.model = model
+        for entry in self.unnamed:  # made before any model was named: the first one known
+            entry["message"]["model"] = model
+        if self.unnamed:
+            self.b.report.notes.append(
+                f"{len(self.unnamed)} assistant message(s) before the first model record "
+                f"got model {model!r}"
+            )
+        self.unnamed.clear()
+        return True
+
     def _turn_context(self, payload: dict[str, Any], stamp: str) -> None:
         model = payload.get("model")
-        if isinstance(model, str) and model and model != self.model:
-            self.model = model
+        if self._set_model(model):
             self.chain(
                 self.b.add("model_change", self.last, stamp, provider=self.provider, modelId=model)
             )
@@ -180,17 +233,36 @@ class _Importer:
 
     def _compacted(self, payload: dict[str, Any], record: dict[str, Any], stamp: str) -> None:
         self.open = None
+        summary = payload.get("message")
+        if not isinstance(summary, str) or not summary.strip():
+            history = payload.get("replacement_history")
+            items = history if isinstance(history, list) else []
+            texts = [
+                b.get("text", "")
+                for item in items
+                if isinstance(item, dict)
+                for b in _message_blocks(item.get("content"))
+                if b.get("type") == "text" and b.get("text")
+            ]
+            summary = "\n\n".join(texts)
+            if not summary:
+                self.b.report.warnings.append(
+                    "a compacted record has neither a message nor replacement_history text "
+                    "(its compaction has an empty summary)"
+                )
+        # firstKeptEntryId (and tokensBefore without a token_count) come from
+        # finish_compactions.
         entry = self.b.add(
             "compaction",
             self.last,
             stamp,
-            summary=str(payload.get("message") or ""),
+            summary=summary,
             firstKeptEntryId="",
-            tokensBefore=self.context_tokens,
+            tokensBefore=self.context_tokens or None,
             details={"source": "codex", "record": record},
             fromHook=True,
         )
-        entry["firstKeptEntryId"] = entry["id"]
+        self.compactions.append(entry)
         self.chain(entry)
 
     def _assistant(self, stamp: str) -> Entry:
@@ -206,11 +278,13 @@ class _Importer:
             }
             self.open = self.chain(self.b.message(message, self.last, stamp))
             self.unpriced.append(self.open)
+            if not self.model:
+                self.unnamed.append(self.open)
         return self.open
 
     def _tool_call(self, call_id: Any, name: str, arguments: dict[str, Any], stamp: str) -> None:
         entry = self._assistant(stamp)
-        call_id = str(call_id or f"call_{len(self.tool_names)}")
+        call_id = self.b.tool_id(call_id, "call")
         self.tool_names[call_id] = name
         entry["message"]["content"].append(
             {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
@@ -226,6 +300,12 @@ class _Importer:
                 self._assistant(stamp)["message"]["content"].extend(blocks)
                 return
             self.open = None
+            if role == "user" and self.cwd is None:
+                text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+                found = _ENV_CWD.search(text)
+                if found:
+                    self.cwd = found.group(1).strip()
+                    self.b.report.notes.append("cwd taken from the first <environment_context>")
             if role == "user":
                 self.chain(self.b.message({"role": "user", "content": blocks}, self.last, stamp))
             elif role in ("developer", "system"):
@@ -245,13 +325,7 @@ class _Importer:
                 block["thinkingSignature"] = payload["encrypted_content"]
             self._assistant(stamp)["message"]["content"].append(block)
         elif kind == "function_call":
-            raw = payload.get("arguments")
-            try:
-                arguments = json.loads(raw) if isinstance(raw, str) else raw
-            except ValueError:
-                arguments = {"input": raw}
-            if not isinstance(arguments, dict):
-                arguments = {"input": arguments}
+            arguments = _arguments(payload.get("arguments"))
             self._tool_call(payload.get("call_id"), str(payload.get("name", "")), arguments, stamp)
         elif kind == "custom_tool_call":
             arguments = {"input": payload.get("input")}
@@ -261,10 +335,20 @@ class _Importer:
             self._tool_call(
                 payload.get("call_id") or payload.get("id"), "local_shell", dict(action), stamp
             )
+        elif kind == "tool_search_call":
+            arguments = _arguments(payload.get("arguments"))
+            self._tool_call(payload.get("call_id"), "tool_search", arguments, stamp)
+        elif kind == "web_search_call":
+            self._web_search(payload, stamp)
         elif kind in _OUTPUT_ITEMS:
             self.open = None
-            call_id = str(payload.get("call_id"))
-            text, is_error, details = _parse_output(payload.get("output"))
+            call_id = self.b.tool_id(payload.get("call_id"), "result")
+            if kind == "tool_search_output":
+                tools = payload.get("tools")
+                text, is_error = json.dumps(tools, ensure_ascii=False), False
+                details: Any = {k: v for k, v in payload.items() if k != "tools"}
+            else:
+                text, is_error, details = _parse_output(payload.get("output"))
             result: Message = {
                 "role": "toolResult",
                 "toolCallId": call_id,
@@ -277,6 +361,27 @@ class _Importer:
             self.chain(self.b.message(result, self.last, stamp))
         else:
             self.custom(f"response_item:{kind}", record, stamp)
+
+    def _web_search(self, payload: dict[str, Any], stamp: str) -> None:
+        """A server-run search: the call, and a result saying what is known of it."""
+        action = payload.get("action") if isinstance(payload.get("action"), dict) else {}
+        call_id = payload.get("call_id") or payload.get("id")
+        self._tool_call(call_id, "web_search", dict(action), stamp)
+        call_id = self.open["message"]["content"][-1]["id"] if self.open else str(call_id)
+        self.open = None
+        status = payload.get("status") or "unknown"
+        what = action.get("query") or action.get("url") or ""
+        text = f"web search {status}" + (f": {what}" if what else "")
+        text += " (run by the server; its results are not in the rollout)"
+        result: Message = {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": "web_search",
+            "content": text_blocks(text),
+            "isError": status not in ("completed", "unknown"),
+            "details": payload,
+        }
+        self.chain(self.b.message(result, self.last, stamp))
 
 
 def import_codex(
@@ -298,12 +403,19 @@ def import_codex(
     importer = _Importer(builder, costs)
     seen_item = False
     first = True
-    for number, value, raw in read_json_lines(source):
+    rows = read_records(source, report)
+    first_time = next(
+        (v["timestamp"] for _, v, _ in rows if isinstance(v, dict) and v.get("timestamp")), None
+    )
+    builder.origin("codex", first_time)
+    for number, value, raw in rows:
         if not isinstance(value, dict):
             report.records["invalid-line"] += 1
             importer.chain(builder.invalid_line(number, raw, importer.last))
             continue
         kind, payload = _envelope(value, first)
+        if first and kind == "session_meta" and "payload" not in value:
+            report.notes.append("legacy rollout (no payload envelope)")
         first = False
         report.records[_kind(kind, payload)] += 1
         seen_item = seen_item or kind in ("response_item", "session_meta")
@@ -312,6 +424,14 @@ def import_codex(
         raise TranscriptImportError(
             f"{source}: no session_meta or response_item records (not a Codex rollout?)"
         )
+    if importer.unnamed:
+        report.warnings.append(
+            f"the rollout names no model: {len(importer.unnamed)} assistant message(s) have "
+            'model ""'
+        )
+    finish_compactions(builder, importer.compactions, "Codex")
+    if importer.cwd is None:
+        report.warnings.append("the rollout names no working directory: cwd is the current one")
     tree = builder.write(
         out,
         cwd=importer.cwd,

@@ -33,9 +33,12 @@ from ._base import (
     file_seed,
     image_block,
     pi_usage,
-    read_json_lines,
+    read_records,
     text_blocks,
 )
+
+#: Roles of an OpenAI-style messages list (anything else is kept as ``custom``).
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 __all__ = ["import_openai", "load_conversations"]
 
@@ -55,13 +58,28 @@ def load_conversations(path: str | os.PathLike[str]) -> tuple[list[list[Any]], s
             model = doc.get("model")
             return [doc["messages"]], model if isinstance(model, str) else None
         raise TranscriptImportError(f"{path}: a JSON object without a 'messages' list")
-    rows = [value for _, value, _ in read_json_lines(path)]
+    rows = [value for _, value, _ in read_records(path)]
     if not rows or any(not isinstance(r, dict) for r in rows):
-        raise TranscriptImportError(f"{path}: not a JSON messages list nor JSONL of messages")
+        raise TranscriptImportError(
+            f"{path}: not a JSON messages list nor JSONL of messages{_other_format(str(path))}"
+        )
     if all(isinstance(r.get("messages"), list) for r in rows):
         model = next((r["model"] for r in rows if isinstance(r.get("model"), str)), None)
         return [r["messages"] for r in rows], model
     return [rows], None
+
+
+def _other_format(path: str) -> str:
+    """``"; it looks like a X transcript (…)"`` when another importer recognises the file."""
+    from . import detect_format
+
+    try:
+        kind = detect_format(path)
+    except TranscriptImportError:
+        return ""
+    if kind == "openai":
+        return ""
+    return f"; it looks like a {kind} transcript (pi-nb import {kind} …)"
 
 
 def _parts(content: Any) -> list[dict[str, Any]] | str:
@@ -124,7 +142,7 @@ class _Importer:
                 continue
             function = call.get("function") if isinstance(call.get("function"), dict) else {}
             name = str(function.get("name", ""))
-            call_id = str(call.get("id") or f"call_{len(self.tool_names)}")
+            call_id = self.b.tool_id(call.get("id"), "call")
             block: dict[str, Any] = {"type": "toolCall", "id": call_id, "name": name}
             arguments = function.get("arguments")
             try:
@@ -166,7 +184,7 @@ class _Importer:
             else:
                 call_id = f"function_{name}"
         else:
-            call_id = str(raw.get("tool_call_id"))
+            call_id = self.b.tool_id(raw.get("tool_call_id"), "result")
             name = self.tool_names.get(call_id, str(raw.get("name") or "unknown"))
         parts = _parts(raw.get("content"))
         return {
@@ -197,6 +215,16 @@ def import_openai(
     """
     source = existing_source(src)
     conversations, file_model = load_conversations(source)
+    rows = [m for c in conversations for m in c]
+    foreign = [m for m in rows if not (isinstance(m, dict) and m.get("role") in _ROLES)]
+    other = _other_format(source) if foreign else ""
+    if len(foreign) == len(rows) or other:
+        # Another agent's transcript read as "messages" would import (mostly) as custom
+        # entries, and Pi would see few or no messages: refuse instead.
+        raise TranscriptImportError(
+            f"{source}: no OpenAI-style messages in {len(foreign)} of {len(rows)} records "
+            f"(a message has a role among {', '.join(_ROLES)}){other}"
+        )
     report = ImportReport("openai", os.path.abspath(source))
     builder = TreeBuilder(report, file_seed(source, "openai"))
     importer = _Importer(builder, model or file_model, costs)

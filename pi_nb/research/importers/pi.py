@@ -37,12 +37,15 @@ def import_pi(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str] | None = None,
     *,
+    costs: bool = False,
     overwrite: bool = False,
 ) -> ImportResult:
     """Validate a Pi session file and copy it to ``out`` (or load it in memory).
 
     The report counts entries by type and role, lists unknown entry types and message
-    roles, parent links that point nowhere, and tool calls without results.
+    roles, parent links that point nowhere, and tool calls without results. ``costs`` is
+    accepted like every importer's, but a Pi file's usage already carries Pi's own costs:
+    they are copied, not re-priced (the report warns when it is asked for).
     """
     import warnings
 
@@ -51,6 +54,8 @@ def import_pi(
 
     source = existing_source(src)
     report = ImportReport("pi", os.path.abspath(source))
+    if costs:
+        report.warnings.append("costs not re-priced: a Pi file keeps the costs Pi recorded")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SessionLoadWarning)
