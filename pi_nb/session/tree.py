@@ -702,7 +702,8 @@ class SessionTree:
         Afterwards entries, leaf, projection, token figures and :meth:`tree` equal a fresh
         :meth:`open` of the file, except for the leaf when it was moved: a leaf at the
         file's last entry (where open puts it) follows the new last entry, a leaf moved
-        elsewhere (:meth:`branch`) stays. A last line still being written (no newline, not
+        elsewhere (:meth:`branch`) stays, and so does the leaf of a tree that holds the
+        writer lock (it wrote: its next append continues its own branch). A last line still being written (no newline, not
         yet a JSON object) is left for the next refresh. When the file is no longer this
         file grown by appends (replaced, truncated, rewritten in place, as Pi does when it
         migrates an old file on load), the whole file is read again: ``reloaded`` says why,
@@ -735,7 +736,11 @@ class SessionTree:
         return self._take_appended(tail, follow=self._follows_file()) if tail else 0
 
     def _follows_file(self) -> bool:
-        """Is the leaf where a fresh open would put it (the last entry in file order)?"""
+        """Is the leaf where a fresh open would put it (the last entry in file order), and
+        is this tree not a writer? A tree holding the writer lock keeps its leaf on its own
+        conversation, as before its appends (see :meth:`_catch_up`)."""
+        if self._writer is not None and self._writer.held:
+            return False
         last = self._list[-1]["id"] if self._list else None
         return self._leaf_id == last
 

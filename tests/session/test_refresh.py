@@ -285,3 +285,15 @@ def test_a_writer_tree_refreshes_after_its_own_appends(session_file: Path, write
     assert tree.refresh() == 0
     assert_same(tree, session_file)
     tree.close()
+
+
+def test_a_locked_writer_keeps_its_leaf_on_its_own_branch(session_file: Path, writer: Writer) -> None:
+    """A tree that holds the writer lock reads foreign entries but does not move onto them
+    (its next append continues its own conversation, as when it catches up on append)."""
+    tree = SessionTree.open(session_file)
+    tree.append_message({"role": "user", "content": "mine", "timestamp": 1})
+    mine = tree.leaf_id or ""
+    writer("append", line(message("f0000001", mine, "assistant", "theirs", usage=3000)))
+    assert tree.refresh() == 1 and tree.leaf_id == mine and "f0000001" in tree
+    assert_same(tree, session_file, leaf=mine)
+    tree.close()
