@@ -297,3 +297,27 @@ def test_a_locked_writer_keeps_its_leaf_on_its_own_branch(session_file: Path, wr
     assert tree.refresh() == 1 and tree.leaf_id == mine and "f0000001" in tree
     assert_same(tree, session_file, leaf=mine)
     tree.close()
+
+
+def test_following_extends_the_cached_projection_instead_of_rebuilding(
+    session_file: Path, writer: Writer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower polled every second on a long session must not re-project it each time:
+    entries that continue the leaf extend the cached projection and token figure."""
+    import pi_nb.session.tree as tree_module
+
+    follower = SessionTree.open(session_file)
+    prime(follower)
+    builds: list[int] = []
+    real = tree_module.build_session_projection
+    monkeypatch.setattr(
+        tree_module, "build_session_projection", lambda *a, **k: builds.append(1) or real(*a, **k)
+    )
+    writer("append", line(message("f0000001", LEAF, "user", "one"))
+           + line(message("f0000002", "f0000001", "assistant", "two", usage=3000))
+           + line(message("f0000003", "f0000002", "user", "three")))  # fmt: skip
+    assert follower.refresh() == 3
+    follower.context_tokens()
+    assert builds == []
+    monkeypatch.setattr(tree_module, "build_session_projection", real)
+    assert_same(follower, session_file)
