@@ -569,9 +569,23 @@ function render({ model, el }) {
     parts.push(`${fmt(info.entries)} entries`);
     if (info.model) parts.push(info.model);
     if (info.thinking && info.thinking !== "off") parts.push(`thinking ${info.thinking}`);
+    // follow mode: the kernel re-reads the file another process writes (SessionExplorer(follow=...))
+    const every = model.get("following") || 0;
+    if (every > 0) parts.push(`following the file · every ${every} s`);
+    root.dataset.following = every > 0 ? "1" : "0";
     const meta = $(".pinb-meta");
     meta.textContent = parts.join(" · ");
     meta.title = info.path || "in memory";
+  }
+
+  // While following, the view keeps the leaf in sight as entries arrive, unless the user
+  // selected an entry elsewhere.
+  function followLeaf(before) {
+    if (!(model.get("following") > 0) || t.leaf < 0 || t.leaf === before) return;
+    const sel = selected();
+    if (sel != null && t.index.has(sel) && t.index.get(sel) !== before) return;
+    const k = treeList.items().findIndex((it) => it.i === t.leaf && !it.gap);
+    if (k >= 0) treeList.scrollTo(k);
   }
 
   function selectedRow() {
@@ -745,7 +759,8 @@ function render({ model, el }) {
 
   // --- model events ----------------------------------------------------------------
   const handlers = {
-    "change:_tree": () => { const s = performance.now(); rebuildTree(); rebuildContext(); paintActions(); root.dataset.updateMs = (performance.now() - s).toFixed(1); },
+    "change:_tree": () => { const s = performance.now(); const leaf = t.leaf; rebuildTree(); rebuildContext(); paintActions(); followLeaf(leaf); root.dataset.updateMs = (performance.now() - s).toFixed(1); },
+    "change:following": paintHead,
     "change:_context": () => rebuildContext(),
     "change:_tokens": () => paintTokens($(".pinb-tokens"), model.get("_tokens")),
     "change:_info": paintHead,

@@ -450,6 +450,15 @@ class PiMagics(Magics):
         p.add_argument("--cwd", help="working folder for the agent's tools")
         p = add("open", PiMagics.cmd_open, "open any Pi session file and continue it")
         p.add_argument("path")
+        p.add_argument(
+            "--follow",
+            action="store_true",
+            help="show the explorer and keep re-reading the file as another process (Pi in "
+            "a terminal) writes it",
+        )
+        p.add_argument(
+            "--interval", type=float, metavar="SECONDS", help="with --follow: seconds between reads (default 1)"
+        )
         p = add("use", PiMagics.cmd_use, "make a Session held in a notebook variable current")
         p.add_argument("variable")
         add("session", PiMagics.cmd_session, "return the current Session (s = %pi session)")
@@ -525,11 +534,22 @@ class PiMagics(Magics):
                 "%pi open: that is a bundled sample (read-only); open a copy, e.g. "
                 "shutil.copy(sample_session_path(), 'my_session.jsonl')"
             )
+        follow: float = 0.0
+        if args.follow or args.interval is not None:
+            from .widget import _follow_interval  # checked before the session changes
+
+            follow = _follow_interval(True if args.interval is None else args.interval)
         self._replace_session(Session.open(path, lock="fail", **self._options()))
         report = getattr(self.session.tree, "report", None)
         for skipped in getattr(report, "skipped", None) or []:
             print(f"warning: skipped {skipped}")
         self.cmd_status(args)
+        if follow:
+            from IPython.display import display
+
+            from .widget import SessionExplorer
+
+            display(SessionExplorer(self.session, follow=follow))
 
     def cmd_use(self, args: argparse.Namespace) -> None:
         namespace = self.shell.user_ns if self.shell is not None else {}

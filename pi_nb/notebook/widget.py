@@ -85,6 +85,13 @@ class SessionExplorer(anywidget.AnyWidget):
         ``.window`` / ``.reserve``, else 128,000 and 16,384 (Pi's defaults).
     throttle:
         Seconds over which appends are coalesced into one refresh.
+    follow:
+        Follow a file another process (Pi in a terminal) is writing: ``True`` re-reads it
+        every :data:`FOLLOW_INTERVAL` seconds, a number every that many seconds. A kernel
+        thread calls :meth:`SessionTree.refresh` and updates tree, context and token bar
+        when entries arrived; it stops when the widget is closed (:meth:`close`,
+        :meth:`stop_following`). A replaced or rewritten file, or a failed read, shows in
+        the status line.
     """
 
     _esm = asset_dir() / f"{_ASSET}.js"
@@ -100,6 +107,8 @@ class SessionExplorer(anywidget.AnyWidget):
     selected_id = traitlets.Unicode(None, allow_none=True).tag(sync=True)
     leaf_id = traitlets.Unicode(None, allow_none=True).tag(sync=True)
     status = traitlets.Unicode("").tag(sync=True)
+    #: Seconds between re-reads of the file while following (0: not following).
+    following = traitlets.Float(0.0).tag(sync=True)
 
     def __init__(
         self,
@@ -108,6 +117,7 @@ class SessionExplorer(anywidget.AnyWidget):
         reserve: int | None = None,
         *,
         throttle: float = 0.25,
+        follow: bool | float = False,
         **kwargs: Any,
     ) -> None:
         if isinstance(session_or_tree, SessionTree):
@@ -126,6 +136,8 @@ class SessionExplorer(anywidget.AnyWidget):
         self.throttle = throttle
         self._rows: dict[str, dict[str, Any]] = {}
         self._token_cache = TokenCache()
+        self._follow_stop = threading.Event()
+        self._follow_thread: threading.Thread | None = None
         self._lock = threading.RLock()  # one refresh at a time
         self._timer_lock = threading.Lock()  # guards _timer; never held while refreshing
         self._timer: threading.Timer | None = None
@@ -135,6 +147,9 @@ class SessionExplorer(anywidget.AnyWidget):
         self._last_refresh_s = 0.0
         self._session_window: int | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        interval = _follow_interval(follow)
+        if interval and tree.path is None:
+            raise ValueError("follow needs a session file (this SessionTree is in memory)")
         if session is not None and window is None and _window_is_cheap(session):
             self._session_window = _session_window(session)
         caps = {
@@ -146,6 +161,8 @@ class SessionExplorer(anywidget.AnyWidget):
         super().__init__(**self._state_values(), _caps=caps, **kwargs)
         self._unsubscribe = tree.on_append(_weak_listener(self))
         self.on_msg(self._on_custom_msg)
+        if interval:
+            self.follow(interval)
         if session is not None and window is None and self._session_window is None:
             threading.Thread(
                 target=self._resolve_session_window, name="pi_nb-explorer-window", daemon=True
@@ -268,6 +285,54 @@ class SessionExplorer(anywidget.AnyWidget):
         except Exception as error:  # a background refresh must never raise
             self.status = f"Error: refresh failed: {_one_line(error)}"
 
+    # --- following a file another process writes ------------------------------------------
+
+    def follow(self, interval: float = 0.0) -> None:
+        """Start following the file (re-read every ``interval`` seconds, default
+        :data:`FOLLOW_INTERVAL`); restarts with the new interval when already following."""
+        interval = _follow_interval(interval or True)
+        if self.tree.path is None:
+            raise ValueError("follow needs a session file (this SessionTree is in memory)")
+        self.stop_following()
+        stop = threading.Event()
+        self._follow_stop = stop
+        thread = threading.Thread(
+            target=_follow_loop,
+            args=(weakref.ref(self), stop, interval),
+            name="pi_nb-explorer-follow",
+            daemon=True,  # never keeps the kernel from exiting
+        )
+        self._follow_thread = thread
+        self.following = interval
+        thread.start()
+
+    def stop_following(self) -> None:
+        """Stop re-reading the file (the thread ends within one read)."""
+        self._follow_stop.set()
+        thread, self._follow_thread = self._follow_thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        if not self._closed:
+            self.following = 0.0
+
+    def poll(self) -> int:
+        """Read what another process appended (once, now) and update the view when the tree
+        changed; returns the number of entries added. What the follow thread calls."""
+        leaf = self.tree.leaf_id
+        try:
+            added = self.tree.refresh()
+        except Exception as error:  # shown, and tried again at the next interval
+            self.status = f"Error: following the file: {_one_line(error)}"
+            return 0
+        reloaded = self.tree.reloaded
+        if added or reloaded or self.tree.leaf_id != leaf:
+            self.refresh()
+        if reloaded:
+            self.status = f"Following: {_one_line(ActionError(reloaded))}"
+        elif self.status.startswith("Error: following the file"):
+            self.status = ""  # the file reads again
+        return added
+
     @property
     def selected(self) -> Entry | None:
         """The selected entry (None when nothing is selected)."""
@@ -277,6 +342,7 @@ class SessionExplorer(anywidget.AnyWidget):
         """Stop following the tree and close the comm."""
         lock = getattr(self, "_lock", None)
         if lock is not None:  # None: __init__ failed before the widget was set up
+            self.stop_following()  # outside the lock: a poll in progress may need it
             with lock:
                 self._closed = True
                 self._cancel_timer()
@@ -472,6 +538,40 @@ def _session_window(session: Any) -> int | None:
         return None
 
 
+#: Seconds between re-reads of a followed file (``follow=True``).
+FOLLOW_INTERVAL = 1.0
+MIN_FOLLOW_INTERVAL = 0.05
+
+
+def _follow_interval(follow: bool | float | None) -> float:
+    """``follow`` as seconds (0: do not follow); a one-line ValueError for bad values."""
+    if follow is None or follow is False:
+        return 0.0
+    if follow is True:
+        return FOLLOW_INTERVAL
+    if isinstance(follow, (int, float)) and follow >= MIN_FOLLOW_INTERVAL:
+        return float(follow)
+    raise ValueError(
+        f"follow must be True, False or an interval of at least {MIN_FOLLOW_INTERVAL} s, "
+        f"not {follow!r}"
+    )
+
+
+def _follow_loop(ref: weakref.ref[SessionExplorer], stop: threading.Event, interval: float) -> None:
+    """The follow thread: one poll per interval until stopped or the widget is forgotten
+    (it holds the widget only weakly, for the length of one poll)."""
+    while not stop.wait(interval):
+        widget = ref()
+        if widget is None or widget._closed:
+            return
+        try:
+            widget.poll()
+        except Exception as error:  # never let the thread die silently
+            with contextlib.suppress(Exception):
+                widget.status = f"Error: following the file: {_one_line(error)}"
+        del widget
+
+
 def _weak_listener(widget: SessionExplorer) -> Callable[[Entry], None]:
     """An on_append listener that does not keep a forgotten widget alive."""
     ref = weakref.ref(widget)
@@ -485,9 +585,13 @@ def _weak_listener(widget: SessionExplorer) -> Callable[[Entry], None]:
 
 
 def explore(
-    session_or_tree: Any, window: int | None = None, reserve: int | None = None
+    session_or_tree: Any,
+    window: int | None = None,
+    reserve: int | None = None,
+    follow: bool | float = False,
 ) -> SessionExplorer:
-    """A :class:`SessionExplorer` for a session, a SessionTree or a session file path."""
+    """A :class:`SessionExplorer` for a session, a SessionTree or a session file path
+    (``follow``: re-read the file as another process writes it)."""
     if isinstance(session_or_tree, (str, Path)):
         session_or_tree = SessionTree.open(session_or_tree)
-    return SessionExplorer(session_or_tree, window=window, reserve=reserve)
+    return SessionExplorer(session_or_tree, window=window, reserve=reserve, follow=follow)

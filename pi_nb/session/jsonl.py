@@ -105,6 +105,64 @@ class LoadedFile:
     line: Callable[[int], bytes | memoryview] = _no_lines
     size: int = -1  # bytes read (load_file), so a writer can tell what was appended since
     digest: bytes | None = None  # SHA-256 of the bytes read, when migrated (see load_file)
+    mark: FileMark | None = None  # which file, and what it held (load_file; see FileMark)
+
+
+_MARK_HEAD = 4096  # bytes of the first line kept in a FileMark
+_MARK_TAIL = 256  # bytes before the end of what was read
+
+
+@dataclass(frozen=True)
+class FileMark:
+    """What a reader knows of the file it read: its identity (device, inode), its first line
+    (up to 4 KiB) and the last bytes it read. :meth:`changed` tells whether the file on disk
+    is still that file, grown only by appends; anything else (replaced, truncated, rewritten
+    in place, as Pi's migration on load does) means what was read is stale."""
+
+    dev: int
+    ino: int
+    size: int
+    head: bytes
+    tail: bytes
+
+    @classmethod
+    def of(cls, st: os.stat_result, data: bytes) -> FileMark:
+        """The mark of a file whose whole content ``data`` was just read (``st``: its fstat)."""
+        end = data.find(b"\n")
+        head = data[: min(end + 1 if end >= 0 else len(data), _MARK_HEAD)]
+        return cls(st.st_dev, st.st_ino, len(data), head, data[-_MARK_TAIL:])
+
+    def advanced(self, appended: bytes) -> FileMark:
+        """The mark after ``appended`` was read (or written) at the end of the file."""
+        if not appended:
+            return self
+        head = self.head
+        if self.size < _MARK_HEAD and b"\n" not in head:  # the first line was still short
+            head = (head + appended)[:_MARK_HEAD]
+            end = head.find(b"\n")
+            head = head[: end + 1] if end >= 0 else head
+        tail = (self.tail + appended)[-_MARK_TAIL:]
+        return FileMark(self.dev, self.ino, self.size + len(appended), head, tail)
+
+    def changed(self, fd: int) -> str | None:
+        """Why the open file ``fd`` is no longer this file grown by appends; None if it is."""
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (self.dev, self.ino):
+            return "was replaced by another file"
+        if st.st_size < self.size:
+            return f"shrank ({self.size} -> {st.st_size} bytes)"
+        if _pread(fd, len(self.head), 0) != self.head:
+            return "was rewritten (its header line changed)"
+        if _pread(fd, len(self.tail), self.size - len(self.tail)) != self.tail:
+            return f"was rewritten (the bytes before offset {self.size} changed)"
+        return None
+
+
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, n)
 
 
 class _MessageHead(msgspec.Struct):
@@ -508,9 +566,12 @@ def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = Fals
     another process is appending to would lose that process's entries.
     """
     file = os.fspath(path)
-    data = Path(file).read_bytes()
+    with open(file, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        data = fh.read()
     loaded = parse_bytes(data, file, lazy=lazy)
     loaded.size = len(data)
+    loaded.mark = FileMark.of(st, data[: complete_size(data)])
     if loaded.report.migrated_from is not None:
         loaded.digest = hashlib.sha256(data).digest()
     if warn and loaded.report.skipped:
@@ -523,6 +584,21 @@ def load_file(path: str | os.PathLike[str], warn: bool = True, lazy: bool = Fals
             stacklevel=3,
         )
     return loaded
+
+
+def complete_size(data: bytes) -> int:
+    """How much of ``data`` a follower has read for good: everything, unless it ends in an
+    unterminated line that is not yet a JSON object (a line another process is still
+    writing), which is left out so that :meth:`SessionTree.refresh` reads it once it is
+    whole. Reading it now would skip half a line and lose the entry."""
+    if not data or data.endswith(b"\n"):
+        return len(data)
+    start = data.rfind(b"\n") + 1
+    try:
+        whole = isinstance(_decode_line(data[start:]), dict)
+    except (ValueError, RecursionError):
+        whole = False
+    return len(data) if whole else start
 
 
 def file_digest(path: str) -> tuple[int, bytes]:

@@ -39,8 +39,10 @@ from ..tokens import (
 )
 from .jsonl import (
     Appender,
+    FileMark,
     LoadReport,
     SessionError,
+    complete_size,
     encode_for_write,
     file_digest,
     load_file,
@@ -135,7 +137,12 @@ class SessionTree:
         self._lock_mode = lock
         self._writer: SessionLock | None = None
         self._writer_finalizer: weakref.finalize | None = None
-        self._known_size: int | None = None
+        # Which file this tree read and how far (see FileMark): appends by another process
+        # are read from mark.size on (refresh, or before this tree's next append).
+        self._mark: FileMark | None = None
+        self._lines_seen = (0, 0)  # (offset, newlines before it): line numbers of appends
+        #: Why the last :meth:`refresh` re-read the whole file (None: it did not).
+        self.reloaded: str | None = None
         self._listeners: list[Callable[[Entry], None]] = []
         self._projection_cache: Projection | None = None
         self._token_cache: TokenCache | None = None
@@ -228,7 +235,7 @@ class SessionTree:
             line=loaded.line,
             **kwargs,
         )
-        tree._known_size = loaded.size if loaded.size >= 0 else None
+        tree._mark = loaded.mark
         if loaded.digest is not None:
             tree._pending_migration = (loaded.size, loaded.digest)
         return tree
@@ -572,9 +579,13 @@ class SessionTree:
         if self._pending_migration is not None:
             self._migrate_on_disk()
         size = self._appender.size()
-        if self._known_size is not None and size != self._known_size:
+        if self._mark is not None and size != self._mark.size:
             self._catch_up(size)
-        self._known_size = self._appender.append_encoded(data, size)
+        after = self._appender.append_encoded(data, size)
+        written = data if after - size == len(data) else b"\n" + data  # a torn line closed
+        if self._lines_seen[0] == size:
+            self._lines_seen = (after, self._lines_seen[1] + written.count(b"\n"))
+        self._mark = self._mark.advanced(written) if self._mark is not None else self._mark_on_disk()
 
     def _migrate_on_disk(self) -> None:
         """Rewrite an old-version file in the current format before the first append, as
@@ -589,42 +600,185 @@ class SessionTree:
             )
         if self._appender is not None:
             self._appender.close()  # the descriptor of the file being replaced
-        self._known_size = rewrite(self.path, self.header, self.entries)
+        rewrite(self.path, self.header, self.entries)
+        self._mark = self._mark_on_disk()
         self._pending_migration = None
 
     def _catch_up(self, size: int) -> None:
         """Index entries another writer appended since this tree last read or wrote the file
-        (the leaf stays where it is: the next append branches from this tree's position)."""
+        (the leaf stays where it is: the next append branches from this tree's position).
+        The whole rest is read, a torn last line too: this tree's append closes it."""
+        assert self.path is not None and self._mark is not None
+        with open(self.path, "rb") as fh:
+            why = self._mark.changed(fh.fileno())
+            if why is not None:
+                raise SessionError(f"{self.path}: the file {why} since it was read; re-open it")
+            fh.seek(self._mark.size)
+            tail = fh.read(size - self._mark.size)
+        self._take_appended(tail, follow=False)
+
+    def _take_appended(self, data: bytes, follow: bool) -> int:
+        """Index the entries in ``data`` (bytes appended at ``mark.size``) as a load would:
+        skipped lines reported, later duplicate ids win. With ``follow`` the leaf moves to
+        the last entry. Keeps the projection cache only where it is still right."""
         from .jsonl import parse_appended
 
-        known = self._known_size or 0
-        if size < known:
-            raise SessionError(
-                f"{self.path}: the file shrank since it was opened ({known} -> {size} bytes); "
-                "re-open it"
-            )
-        with open(self.path, "rb") as fh:
-            lines_before = 0
-            remaining = known
-            while remaining > 0:  # line numbers for what is skipped
-                chunk = fh.read(min(remaining, 1 << 24))
-                if not chunk:
-                    break
-                lines_before += chunk.count(b"\n")
-                remaining -= len(chunk)
-            fh.seek(known)
-            tail = fh.read(size - known)
-        entries, skipped = parse_appended(tail, self.path or "", lines_before + 1, self.header)
+        assert self._mark is not None
+        first_line = self._lines_before(self._mark.size) + 1
+        entries, skipped = parse_appended(data, self.path or "", first_line, self.header)
         self.report.skipped.extend(skipped)
+        old_leaf = self._leaf_id
+        cached = self._projection_cache
+        # A new entry changes the cached projection when it takes over an id already indexed
+        # (duplicate ids: the later one wins) or when it is the missing parent the cached
+        # path stopped at; otherwise the cached leaf's path is unchanged.
+        stale = False
+        if cached is not None:
+            top = cached.light_path[0].get("parentId") if cached.light_path else None
+            stale = any(e["id"] in self._by_id or e["id"] == top for e in entries)
         for entry in entries:
-            self._index(entry, move_leaf=False)
+            self._index(entry, move_leaf=follow)
+        self._mark = self._mark.advanced(data)
+        self._lines_seen = (self._mark.size, first_line - 1 + data.count(b"\n"))
+        if stale:
+            self._projection_cache = None
+        elif follow and cached is not None and cached.leaf_id == old_leaf and entries:
+            self._extend_cache(old_leaf)
+        return len(entries)
+
+    def _extend_cache(self, old_leaf: str | None) -> None:
+        """After following appended entries: extend the cached projection (and its token
+        figure) step by step along the new path, when it grew from the old leaf."""
+        steps: list[str] = []
+        current = self._by_id.get(self._leaf_id) if self._leaf_id else None
+        while current is not None and current["id"] != old_leaf and len(steps) <= len(self._list):
+            steps.append(current["id"])
+            parent = current.get("parentId")
+            current = self._by_id.get(parent) if isinstance(parent, str) else None
+        if current is None:
+            return  # not a descendant of the old leaf: projection() rebuilds when asked
+        leaf = self._leaf_id
+        try:
+            for eid in reversed(steps):
+                self._leaf_id = eid
+                self.projection()  # extends by one entry (rebuilds at a compaction)
+        finally:
+            self._leaf_id = leaf
+
+    def _lines_before(self, offset: int) -> int:
+        """Newlines in the file before ``offset`` (for line numbers in skip reports)."""
+        seen_at, lines = self._lines_seen
+        if seen_at != offset:
+            with open(self.path or "", "rb") as fh:
+                lines, remaining = 0, offset
+                while remaining > 0:
+                    chunk = fh.read(min(remaining, 1 << 24))
+                    if not chunk:
+                        break
+                    lines += chunk.count(b"\n")
+                    remaining -= len(chunk)
+        return lines
+
+    def _mark_on_disk(self) -> FileMark:
+        """The mark of the file as it is now (called under the writer lock, after this tree
+        wrote the whole file)."""
+        assert self.path is not None
+        with open(self.path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            head = fh.read(4096)
+            end = head.find(b"\n")
+            fh.seek(max(0, st.st_size - 256))
+            tail = fh.read()
+        mark = FileMark.of(st, head[: end + 1] if end >= 0 else head)
+        return FileMark(mark.dev, mark.ino, st.st_size, mark.head, tail)
+
+    # --- following another process ------------------------------------------------------
+
+    @_serialized
+    def refresh(self) -> int:
+        """Read what another process appended to the file since this tree last read it;
+        returns how many entries were added.
+
+        Afterwards entries, leaf, projection, token figures and :meth:`tree` equal a fresh
+        :meth:`open` of the file, except for the leaf when it was moved: a leaf at the
+        file's last entry (where open puts it) follows the new last entry, a leaf moved
+        elsewhere (:meth:`branch`) stays, and so does the leaf of a tree that holds the
+        writer lock (it wrote: its next append continues its own branch). A last line still being written (no newline, not
+        yet a JSON object) is left for the next refresh. When the file is no longer this
+        file grown by appends (replaced, truncated, rewritten in place, as Pi does when it
+        migrates an old file on load), the whole file is read again: ``reloaded`` says why,
+        the leaf stays only if it was moved and its id still exists, and the return value
+        counts the entries whose ids are new. A deleted file raises SessionError.
+        """
+        self.reloaded = None
+        if self.path is None or not self._flushed or self._mark is None:
+            return 0  # in memory, or not written yet: nobody else can have appended
+        try:
+            with open(self.path, "rb") as fh:
+                why = self._mark.changed(fh.fileno())
+                if why is None:
+                    size = os.fstat(fh.fileno()).st_size
+                    if size == self._mark.size:
+                        return 0
+                    fh.seek(self._mark.size)
+                    tail = fh.read(size - self._mark.size)
+        except FileNotFoundError:
+            raise SessionError(
+                f"{self.path}: the session file is gone (deleted or renamed by another process)"
+            ) from None
+        if why is not None:
+            return self._reload(why)
+        tail = tail[: complete_size(tail)]
+        if tail and self._pending_migration is not None:
+            # An old-version file is migrated as a whole (v1 ids are numbered through the
+            # file): what was appended is only read right together with the rest.
+            return self._reload("grew (an old-version file is migrated whole)")
+        return self._take_appended(tail, follow=self._follows_file()) if tail else 0
+
+    def _follows_file(self) -> bool:
+        """Is the leaf where a fresh open would put it (the last entry in file order), and
+        is this tree not a writer? A tree holding the writer lock keeps its leaf on its own
+        conversation, as before its appends (see :meth:`_catch_up`)."""
+        if self._writer is not None and self._writer.held:
+            return False
+        last = self._list[-1]["id"] if self._list else None
+        return self._leaf_id == last
+
+    def _reload(self, why: str) -> int:
+        """Read the whole file again (it was replaced or rewritten); see :meth:`refresh`."""
+        assert self.path is not None
+        follow, leaf, known = self._follows_file(), self._leaf_id, set(self._by_id)
+        loaded = load_file(self.path, lazy=True)
+        if self._appender is not None:
+            self._appender.close()  # its descriptor may be the replaced file's
+        self.header = loaded.header
+        self.report = loaded.report
+        self._raw, self._line = loaded.raw, loaded.line
+        self._labels, self._children = {}, None
         self._projection_cache = None
-        self._known_size = size
+        self._list, self._by_id, self._leaf_id = [], {}, None
+        if loaded.entries:
+            self._load(loaded.entries)
+        else:
+            self._has_conversation = False
+        self._mark = loaded.mark
+        self._lines_seen = (0, 0)
+        self._pending_migration = (
+            (loaded.size, loaded.digest) if loaded.digest is not None else None
+        )
+        note = f"{self.path}: the file {why}; read it again"
+        if not follow and leaf is not None and leaf in self._by_id:
+            self._leaf_id = leaf
+        elif not follow:
+            note += f" (leaf {leaf} is not in it any more: the leaf is now its last entry)"
+        self.reloaded = note
+        return sum(1 for eid in self._by_id if eid not in known)
 
     def _write_all(self) -> None:
         assert self._appender is not None
         self._ensure_writer()
-        self._known_size = self._appender.create([self.header, *self.entries])
+        self._appender.create([self.header, *self.entries])
+        self._mark = self._mark_on_disk()
         self._flushed = True
 
     @_serialized

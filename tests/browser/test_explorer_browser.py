@@ -6,6 +6,8 @@
    new path and checks the session file from the test process (the context edit hangs off the
    new leaf). Screenshots go to tests/artifacts/explorer.png (+ explorer_dark.png).
 2. A 10,000-entry session renders in < 1 s, measured in the page with performance.now().
+3. Follow mode: the test process appends to the file the kernel follows (a torn line, then a
+   compaction); tree, context panel and token bar update; closing the widget ends the thread.
 """
 
 from __future__ import annotations
@@ -214,6 +216,102 @@ def test_10k_entries_render_under_a_second(lab: Lab, browser_context: Any) -> No
         assert render_ms < RENDER_BUDGET_MS and paint_ms < RENDER_BUDGET_MS, (render_ms, paint_ms)
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "explorer_10k_failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+
+
+def _append(path: Path, text: str) -> None:
+    """Append raw text as another writer would (this test process is not the kernel)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def test_follow_mode_updates_the_view_as_another_process_writes(
+    lab: Lab, browser_context: Any, tmp_path: Path
+) -> None:
+    from pi_nb.notebook import widget_state
+    from pi_nb.session.tree import SessionTree
+
+    copy = tmp_path / "followed.jsonl"
+    write_notebook(
+        lab.root / "follow.ipynb",
+        [
+            "import shutil\n"
+            "from pi_nb.samples import sample_session_path\n"
+            "from pi_nb.session.tree import SessionTree\n"
+            "from pi_nb.notebook.widget import SessionExplorer\n"
+            f"shutil.copy(sample_session_path(), {str(copy)!r})\n"
+            f"tree = SessionTree.open({str(copy)!r})\n"
+            "explorer = SessionExplorer(tree, follow=0.2)\n"
+            "explorer",
+            "import threading\n"
+            "explorer.close()\n"
+            "alive = [t for t in threading.enumerate() if t.name == 'pi_nb-explorer-follow']\n"
+            'print(f"LEAF={tree.leaf_id} FOLLOWERS={len(alive)}")',
+        ],
+    )
+    user = {"type": "message", "id": "f0000001", "parentId": "1a2b3c1b",
+            "timestamp": "2026-03-02T09:40:00.000Z",
+            "message": {"role": "user", "content": "FOLLOWED-PROMPT add JPY", "timestamp": 1}}
+    reply = {"type": "message", "id": "f0000002", "parentId": "f0000001",
+             "timestamp": "2026-03-02T09:40:05.000Z",
+             "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}],
+                         "provider": "openai", "model": "gpt-4o", "stopReason": "stop",
+                         "usage": {"input": 4100, "output": 20, "cacheRead": 0,
+                                   "cacheWrite": 0, "totalTokens": 4120}, "timestamp": 2}}
+    compaction = {"type": "compaction", "id": "f0000003", "parentId": "f0000002",
+                  "timestamp": "2026-03-02T09:40:09.000Z", "summary": "FOLLOWED-SUMMARY of JPY",
+                  "firstKeptEntryId": "f0000002", "tokensBefore": 4120}  # fmt: skip
+    lines = [json.dumps(e, separators=(",", ":")) + "\n" for e in (user, reply, compaction)]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        open_notebook(page, lab, "follow.ipynb")
+        run_cell(page, 0)
+        explorer = page.locator(".pinb-explorer.pinb-ready").first
+        explorer.wait_for(timeout=60_000)
+        assert "following the file · every 0.2 s" in explorer.locator(".pinb-meta").inner_text()
+        used_before = explorer.locator(".pinb-used").inner_text()
+
+        # a turn arrives, its reply torn in two writes: the user message shows, the half line not
+        _append(copy, lines[0] + lines[1][:50])
+        tree_row(explorer, "f0000001").wait_for(timeout=20_000)
+        page.wait_for_timeout(800)  # several more polls
+        assert tree_row(explorer, "f0000002").count() == 0
+        assert "pinb-leaf" in (tree_row(explorer, "f0000001").get_attribute("class") or "")
+
+        # the rest of the reply and Pi's compaction: tree, context and token bar follow
+        _append(copy, lines[1][50:] + lines[2])
+        tree_row(explorer, "f0000003").wait_for(timeout=20_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.pinb-tree .pinb-leaf .pinb-id')]"
+            ".some((e) => e.textContent === 'f0000003')",
+            timeout=20_000,
+        )
+        explorer.locator(".pinb-ctx .pinb-row", has_text="FOLLOWED-SUMMARY").first.wait_for(
+            timeout=20_000
+        )
+        expected = widget_state.token_state(SessionTree.open(copy))["used"]
+        page.wait_for_function(
+            "(n) => document.querySelector('.pinb-explorer .pinb-used').textContent === n",
+            arg=f"{expected:,}",
+            timeout=20_000,
+        )
+        assert f"{expected:,}" != used_before
+        explorer.scroll_into_view_if_needed()
+        explorer.screenshot(path=str(ARTIFACTS / "explorer_follow.png"))
+
+        # closing the widget stops the kernel's follow thread
+        run_cell(page, 1)
+        text = cell_output(page, 1, "FOLLOWERS=")
+        assert "LEAF=f0000003" in text and "FOLLOWERS=0" in text, text
+        assert not errors, errors
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "explorer_follow_failure.png"), full_page=True)
+        print(lab.log_tail())
         raise
     finally:
         page.close()

@@ -772,3 +772,67 @@ def test_branch_warnings_are_printed(ip: Any, tmp_path: Path, capsys: pytest.Cap
     ip.run_line_magic("pi", "branch 1a2b3c0d")
     out = capsys.readouterr().out
     assert "⚠ session_before_tree hook" in out and "tree hook bug" in out
+
+
+# --- %pi open --follow -------------------------------------------------------------------------
+
+HOLDER = """
+import sys, warnings
+warnings.simplefilter("ignore")
+from pi_nb.session import SessionTree
+tree = SessionTree.open(sys.argv[1])
+tree.append_message({"role": "user", "content": "written by the other process", "timestamp": 1})
+print(tree.leaf_id, flush=True)
+sys.stdin.readline()          # holds the writer lock until told to exit
+tree.close()
+"""
+
+
+def test_open_follow_shows_the_live_explorer_and_a_held_file_gets_the_lock_message(
+    ip: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("anywidget")
+    import time
+
+    import IPython.display
+
+    from pi_nb.notebook.widget import SessionExplorer
+
+    shown: list[Any] = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
+    path = _sample_copy(tmp_path)
+    ip.run_line_magic("pi", f"open {path} --follow --interval 0.05")
+    explorer = shown[-1]
+    assert isinstance(explorer, SessionExplorer) and explorer.following == 0.05
+    assert explorer.session is _magics(ip).session
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, path],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        theirs = holder.stdout.readline().strip()
+        deadline = time.monotonic() + 10
+        while explorer.leaf_id != theirs and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert explorer.leaf_id == theirs  # the other process's entry, followed
+        before = Path(path).read_bytes()
+        with pytest.raises(UsageError) as info:
+            ip.run_cell_magic("pi", "--quiet", "my turn")
+        message = str(info.value)
+        assert "being written by another process" in message and "\n" not in message
+        assert Path(path).read_bytes() == before  # nothing of ours was written
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait(timeout=10)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        explorer.close()
+
+
+def test_open_interval_must_be_sensible(ip: Any, tmp_path: Path) -> None:
+    pytest.importorskip("anywidget")
+    assert "at least" in _usage_error(ip, f"open {_sample_copy(tmp_path)} --follow --interval 0")

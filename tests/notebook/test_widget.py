@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -538,3 +539,150 @@ def test_preview_panel_figures_are_on_the_estimate_basis(tmp_path: Path) -> None
     after = preview["tokens_after"]
     assert preview["tokens_before"] == before != session.context_tokens().tokens
     assert status.startswith(f"Preview (nothing written): {before:,} → {after:,} tokens (estimated)")
+
+
+# --- follow mode: another process writes the file -------------------------------------------
+
+APPENDER = r"""
+import json, os, sys
+path = sys.argv[1]
+for line in sys.stdin:  # each stdin line is raw text to append; answer when it is on disk
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, json.loads(line).encode("utf-8"))
+    os.close(fd)
+    print("ok", flush=True)
+"""
+
+
+def _pi_lines(parent: str) -> list[str]:
+    """What Pi appends for one turn and a compaction (JSON lines, chained from ``parent``)."""
+    user = {"type": "message", "id": "f0000001", "parentId": parent,
+            "timestamp": "2026-03-02T09:40:00.000Z",
+            "message": {"role": "user", "content": "Add JPY. " * 30, "timestamp": 1}}
+    reply = {"type": "message", "id": "f0000002", "parentId": "f0000001",
+             "timestamp": "2026-03-02T09:40:05.000Z",
+             "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}],
+                         "provider": "openai", "model": "gpt-4o", "stopReason": "stop",
+                         "usage": {"input": 4100, "output": 20, "cacheRead": 0,
+                                   "cacheWrite": 0, "totalTokens": 4120}, "timestamp": 2}}
+    compaction = {"type": "compaction", "id": "f0000003", "parentId": "f0000002",
+                  "timestamp": "2026-03-02T09:40:09.000Z", "summary": "## Goal\nJPY.",
+                  "firstKeptEntryId": "f0000002", "tokensBefore": 4120}  # fmt: skip
+    return [json.dumps(e, separators=(",", ":")) + "\n" for e in (user, reply, compaction)]
+
+
+class Appender:
+    """A real second process appending raw bytes to the session file."""
+
+    def __init__(self, path: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", APPENDER, str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def write(self, text: str) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(text) + "\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline().strip() == "ok"
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=10)
+
+
+def _wait_for(condition: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return bool(condition())
+
+
+def test_follow_updates_the_synced_state_as_another_process_writes(
+    session_file: Path, tree: SessionTree
+) -> None:
+    widget = SessionExplorer(tree, follow=0.05)
+    writer = Appender(session_file)
+    try:
+        assert widget.following == 0.05 and widget._follow_thread is not None
+        sent = len(widget.comm.updates())
+        lines = _pi_lines(LEAF)
+        writer.write(lines[0] + lines[1][:60])  # the reply is torn: only the user message
+        assert _wait_for(lambda: widget.leaf_id == "f0000001")
+        time.sleep(0.2)  # a few more polls: the half line is never taken
+        assert widget.leaf_id == "f0000001" and len(widget._tree) == 29
+        writer.write(lines[1][60:] + lines[2])
+        assert _wait_for(lambda: widget.leaf_id == "f0000003")
+        # what went over the comm equals the state of a fresh open of the file
+        other = SessionTree.open(session_file)
+        expected = ws.explorer_state(other)
+        synced = {}
+        for update in widget.comm.updates()[sent:]:
+            synced.update(update)
+        assert synced["leaf_id"] == "f0000003"
+        assert [r["id"] for r in synced["_tree"]] == [r["id"] for r in expected["tree"]]
+        assert synced["_context"] == expected["context"]
+        summary = [r for r in synced["_context"] if r.get("status") == "summary"]
+        assert [r["id"] for r in summary] == ["f0000003"]  # Pi's compaction, in the panel
+        assert synced["_tokens"] == {**expected["tokens"], "window_source": "default"}
+        assert synced["_tokens"]["used"] == other.context_tokens().tokens
+        assert synced["_info"]["entries"] == 31
+        assert not widget.status.startswith("Error")
+    finally:
+        widget.close()
+        writer.close()
+    # closing stops the thread; later appends change nothing
+    assert widget._follow_thread is None and widget._follow_stop.is_set()
+    assert not any(t.name == "pi_nb-explorer-follow" and t.is_alive() for t in threading.enumerate())
+
+
+def test_follow_stops_when_closed(session_file: Path) -> None:
+    tree = SessionTree.open(session_file)
+    widget = SessionExplorer(tree, follow=0.05)
+    thread = widget._follow_thread
+    assert thread is not None and thread.is_alive()
+    widget.close()
+    assert not thread.is_alive()
+    with open(session_file, "a") as fh:
+        fh.write(_pi_lines(LEAF)[0])
+    time.sleep(0.2)
+    assert tree.leaf_id == LEAF and widget.leaf_id == LEAF  # nobody reads any more
+
+
+def test_follow_shows_a_rewritten_file_and_a_read_error_in_the_status(
+    session_file: Path, tree: SessionTree
+) -> None:
+    widget = SessionExplorer(tree, follow=0.05)
+    try:
+        text = session_file.read_text()
+        session_file.write_text("".join(text.splitlines(keepends=True)[:10]))  # in place
+        assert _wait_for(lambda: widget.status.startswith("Following:"))
+        assert "shrank" in widget.status and "read it again" in widget.status
+        assert len(widget._tree) == 9
+        moved = session_file.with_name("elsewhere.jsonl")
+        session_file.rename(moved)
+        assert _wait_for(lambda: widget.status.startswith("Error: following the file"))
+        assert "gone" in widget.status and "\n" not in widget.status
+        moved.rename(session_file)  # back: the error clears on the next good read
+        assert _wait_for(lambda: not widget.status.startswith("Error"))
+    finally:
+        widget.close()
+
+
+def test_follow_refuses_what_it_cannot_follow(tree: SessionTree) -> None:
+    with pytest.raises(ValueError, match="needs a session file"):
+        SessionExplorer(SessionTree.in_memory(), follow=True)
+    with pytest.raises(ValueError, match="at least"):
+        SessionExplorer(tree, follow=0)
+    widget = SessionExplorer(tree)
+    try:
+        assert widget.following == 0.0 and widget._follow_thread is None
+        widget.follow()
+        assert widget.following == 1.0
+        widget.stop_following()
+        assert widget.following == 0.0
+    finally:
+        widget.close()
