@@ -1,9 +1,14 @@
-"""Fixtures for the Pi 1.3.0 compatibility tests.
+"""Fixtures for the Pi compatibility tests (Pi 1.3.0 and Pi 1.6.0).
 
 ``pi_oracle`` runs ``tests/compat/oracle/pi_oracle.mjs`` (which calls the published
-``@earendil-works/pi-coding-agent@1.3.0`` modules) under Node.  The npm package is installed
-on first use into ``<repo>/.pi-oracle/`` (gitignored), or taken from ``$PI_ORACLE_DIR`` when
-that directory already holds it.
+``@earendil-works/pi-coding-agent`` modules) under Node. It is parametrized over
+``PI_VERSIONS``: every comparison runs once per Pi release, with the release in the test id
+(``[pi1.3.0-…]``, ``[pi1.6.0-…]``).
+
+Where each release comes from: the first directory named by ``$PI_ORACLE_DIR`` (1.3.0 by
+convention) or ``$PI_ORACLE_DIR_1_6`` (1.6.0) that holds that version; otherwise
+``<repo>/.pi-oracle/`` (1.3.0) or ``<repo>/.pi-oracle-<version>/`` (gitignored), installed
+from npm on first use.
 
 Without ``node`` on PATH every compat test FAILS (so CI cannot silently pass), unless
 ``PI_NB_SKIP_COMPAT=1`` is set, in which case they are skipped.
@@ -23,11 +28,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_SCRIPT = Path(__file__).resolve().parent / "oracle" / "pi_oracle.mjs"
 PI_PACKAGE = "@earendil-works/pi-coding-agent"
-PI_VERSION = "1.3.0"
+#: Every Pi release the compat suites compare against (also checked by pi_oracle.mjs).
+PI_VERSIONS = ("1.3.0", "1.6.0")
+#: Environment variables that may name an install (any of them may hold any version).
+ORACLE_DIR_VARS = ("PI_ORACLE_DIR", "PI_ORACLE_DIR_1_6")
 PKG_REL = Path("node_modules") / "@earendil-works" / "pi-coding-agent" / "package.json"
 
 GEN_SEED = 20260115
 GEN_COUNT = 12
+
+
+def default_oracle_dir(version: str) -> Path:
+    """Where the test run installs ``version`` when no configured directory holds it."""
+    return REPO / (".pi-oracle" if version == "1.3.0" else f".pi-oracle-{version}")
 
 
 def _unavailable(msg: str) -> None:
@@ -50,10 +63,10 @@ def _installed_version(oracle_dir: Path) -> str | None:
         return None
 
 
-def _install(oracle_dir: Path) -> None:
+def _install(oracle_dir: Path, version: str) -> None:
     npm = shutil.which("npm")
     if npm is None:
-        _unavailable("`npm` is not on PATH (needed once to install the Pi 1.3.0 oracle)")
+        _unavailable(f"`npm` is not on PATH (needed once to install the Pi {version} oracle)")
     oracle_dir.mkdir(parents=True, exist_ok=True)
     # A package.json pins npm's prefix to this directory (otherwise npm may walk up and
     # install into an ancestor that has node_modules/ or a package.json).
@@ -68,7 +81,7 @@ def _install(oracle_dir: Path) -> None:
         "--no-fund",
         "--prefix",
         str(oracle_dir),
-        f"{PI_PACKAGE}@{PI_VERSION}",
+        f"{PI_PACKAGE}@{version}",
     ]
     proc = subprocess.run(cmd, cwd=oracle_dir, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -78,12 +91,14 @@ def _install(oracle_dir: Path) -> None:
         )
 
 
-def _ensure_installed() -> Path:
-    env_dir = os.environ.get("PI_ORACLE_DIR")
-    if env_dir and _installed_version(Path(env_dir)) == PI_VERSION:
-        return Path(env_dir).resolve()
-    oracle_dir = REPO / ".pi-oracle"
-    if _installed_version(oracle_dir) == PI_VERSION:
+def _ensure_installed(version: str) -> Path:
+    """A directory holding Pi ``version`` (a configured one, else the default, installed)."""
+    for var in ORACLE_DIR_VARS:
+        env_dir = os.environ.get(var)
+        if env_dir and _installed_version(Path(env_dir)) == version:
+            return Path(env_dir).resolve()
+    oracle_dir = default_oracle_dir(version)
+    if _installed_version(oracle_dir) == version:
         return oracle_dir
     try:
         from filelock import FileLock
@@ -92,24 +107,44 @@ def _ensure_installed() -> Path:
     if FileLock is not None:
         oracle_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(str(oracle_dir / ".install.lock")):
-            if _installed_version(oracle_dir) != PI_VERSION:
-                _install(oracle_dir)
+            if _installed_version(oracle_dir) != version:
+                _install(oracle_dir, version)
     else:
-        _install(oracle_dir)
-    if _installed_version(oracle_dir) != PI_VERSION:
-        pytest.fail(
-            f"Pi {PI_VERSION} not found under {oracle_dir} after npm install", pytrace=False
-        )
+        _install(oracle_dir, version)
+    if _installed_version(oracle_dir) != version:
+        pytest.fail(f"Pi {version} not found under {oracle_dir} after npm install", pytrace=False)
     return oracle_dir
+
+
+def node_or_fail() -> str:
+    """The ``node`` executable (>= 20); fails (or skips with PI_NB_SKIP_COMPAT=1) otherwise."""
+    node = shutil.which("node")
+    if node is None:
+        _unavailable("`node` is not on PATH")
+    proc = subprocess.run([node, "--version"], capture_output=True, text=True)
+    version = proc.stdout.strip().lstrip("v")
+    try:
+        major = int(version.split(".")[0])
+    except ValueError:
+        major = 0
+    if major < 20:
+        _unavailable(f"Node >= 20 required, found {proc.stdout.strip() or proc.stderr.strip()}")
+    return node
 
 
 class PiOracle:
     """Runs the Node oracle script; every method returns parsed JSON."""
 
-    def __init__(self, node: str, oracle_dir: Path):
+    def __init__(self, node: str, oracle_dir: Path, version: str):
         self.node = node
         self.oracle_dir = oracle_dir
-        self.env = {**os.environ, "PI_ORACLE_DIR": str(oracle_dir)}
+        self.version = version
+        # the script refuses any other version than the one asked for
+        self.env = {
+            **os.environ,
+            "PI_ORACLE_DIR": str(oracle_dir),
+            "PI_ORACLE_VERSION": version,
+        }
 
     def run(self, *args: str, stdin: str | None = None) -> Any:
         cmd = [self.node, str(ORACLE_SCRIPT), *args]
@@ -118,7 +153,7 @@ class PiOracle:
         )
         if proc.returncode != 0:
             raise RuntimeError(
-                f"Pi oracle failed (exit {proc.returncode}): {' '.join(cmd)}\n"
+                f"Pi {self.version} oracle failed (exit {proc.returncode}): {' '.join(cmd)}\n"
                 f"--- stderr ---\n{proc.stderr.strip()}"
             )
         return json.loads(proc.stdout)
@@ -163,20 +198,23 @@ class PiOracle:
         return self.batch([{"cmd": "cut", **r} for r in requests])
 
 
+@pytest.fixture(scope="session", params=PI_VERSIONS, ids=lambda v: f"pi{v}")
+def pi_version(request: pytest.FixtureRequest) -> str:
+    """The Pi release a compat test compares against (one test instance per release)."""
+    return request.param
+
+
 @pytest.fixture(scope="session")
-def pi_oracle() -> PiOracle:
-    node = shutil.which("node")
-    if node is None:
-        _unavailable("`node` is not on PATH")
-    proc = subprocess.run([node, "--version"], capture_output=True, text=True)
-    version = proc.stdout.strip().lstrip("v")
-    try:
-        major = int(version.split(".")[0])
-    except ValueError:
-        major = 0
-    if major < 20:
-        _unavailable(f"Node >= 20 required, found {proc.stdout.strip() or proc.stderr.strip()}")
-    return PiOracle(node, _ensure_installed())
+def pi_oracle(pi_version: str) -> PiOracle:
+    return PiOracle(node_or_fail(), _ensure_installed(pi_version), pi_version)
+
+
+@pytest.fixture(scope="session")
+def pi_oracles() -> dict[str, PiOracle]:
+    """``{version: PiOracle}`` for every release: for a test whose costly part (a real model
+    run) should happen once and then be checked against each release."""
+    node = node_or_fail()
+    return {v: PiOracle(node, _ensure_installed(v), v) for v in PI_VERSIONS}
 
 
 @pytest.fixture(scope="session")
@@ -348,6 +386,7 @@ class CompatTools:
     def __init__(self) -> None:
         pp = os.environ.get("PYTHONPATH")
         self.env = {**os.environ, "PYTHONPATH": str(REPO) + (os.pathsep + pp if pp else "")}
+        self._memo: dict[tuple[str, ...], Any] = {}
 
     def run_pi_nb(self, args: list[str]) -> Any:
         """Run `python -m pi_nb ARGS` and parse its JSON stdout (raises with stderr on failure)."""
@@ -368,11 +407,21 @@ class CompatTools:
                 f"pi_nb printed invalid JSON for {' '.join(args)}: {e}\n{proc.stdout[:500]}"
             ) from e
 
+    def _run_file_command(self, cmd: str, path: str | os.PathLike, options: list[str]) -> Any:
+        """``python -m pi_nb CMD PATH OPTIONS --json``, memoized on the file's bytes: the same
+        file is compared against each Pi release, and pi_nb's answer cannot depend on which
+        release it is compared with, so it is computed once (halves the second release's cost).
+        A changed file (or other options) is a new key."""
+        import hashlib
+
+        key = (cmd, hashlib.sha256(Path(path).read_bytes()).hexdigest(), *options)
+        if key not in self._memo:
+            self._memo[key] = self.run_pi_nb([cmd, str(path), *options, "--json"])
+        # a deep copy: callers may edit what they get (e.g. pop "leafId")
+        return json.loads(json.dumps(self._memo[key]))
+
     def pi_nb_context(self, path: str | os.PathLike, leaf: str | None = None) -> Any:
-        args = ["context", str(path)]
-        if leaf is not None:
-            args += ["--leaf", leaf]
-        return self.run_pi_nb([*args, "--json"])
+        return self._run_file_command("context", path, [] if leaf is None else ["--leaf", leaf])
 
     def pi_nb_cut(
         self,
@@ -381,14 +430,14 @@ class CompatTools:
         keep: int | None = None,
         reserve: int | None = None,
     ) -> Any:
-        args = ["cut", str(path)]
+        options: list[str] = []
         if leaf is not None:
-            args += ["--leaf", leaf]
+            options += ["--leaf", leaf]
         if keep is not None:
-            args += ["--keep", str(keep)]
+            options += ["--keep", str(keep)]
         if reserve is not None:
-            args += ["--reserve", str(reserve)]
-        return self.run_pi_nb([*args, "--json"])
+            options += ["--reserve", str(reserve)]
+        return self._run_file_command("cut", path, options)
 
     @staticmethod
     def parallel(fn, items: list) -> list:

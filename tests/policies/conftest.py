@@ -1,5 +1,5 @@
-"""Fixtures of the policy tests: forgetful summarizers, a history builder, and the Pi 1.3.0
-oracle fixtures of tests/compat re-exported (``pi_oracle``, ``compat``)."""
+"""Fixtures of the policy tests: forgetful summarizers, a history builder, and the Pi
+oracle fixtures of tests/compat re-exported (``pi_version``, ``pi_oracle``, ``compat``)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ assert _spec is not None and _spec.loader is not None
 _compat_module = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = _compat_module
 _spec.loader.exec_module(_compat_module)
+pi_version = _compat_module.pi_version  # one test instance per Pi release
 pi_oracle = _compat_module.pi_oracle
 compat = _compat_module.compat
 

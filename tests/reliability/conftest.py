@@ -40,22 +40,12 @@ def _compat_module():
     return module
 
 
-@pytest.fixture(scope="session")
-def pi_context():
-    """``pi_context(path) -> dict``: Pi 1.3.0's context for a file (the oracle's ``context``
+def _oracle_context(version: str):
+    """``context(path) -> dict``: Pi ``version``'s context for a file (the oracle's ``context``
     command), or ``{"error": message}`` when Pi fails on it. Same availability policy as the
     compat tests: without node they fail, unless PI_NB_SKIP_COMPAT=1 (then skip)."""
-    import shutil
-    import subprocess
-
     compat = _compat_module()
-    node = shutil.which("node")
-    if node is None:
-        compat._unavailable("`node` is not on PATH")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-    if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
-        compat._unavailable(f"Node >= 20 required, found {version.strip()}")
-    oracle = compat.PiOracle(node, compat._ensure_installed())
+    oracle = compat.PiOracle(compat.node_or_fail(), compat._ensure_installed(version), version)
 
     def context(path) -> dict:
         try:
@@ -65,6 +55,23 @@ def pi_context():
             return {"error": lines[-1] if lines else str(exc)}
 
     return context
+
+
+# One test instance per Pi release (``[pi1.3.0]``, ``[pi1.6.0]``), as in tests/compat.
+pi_version = _compat_module().pi_version
+
+
+@pytest.fixture(scope="session")
+def pi_context(pi_version: str):
+    """``pi_context(path) -> dict`` for the release of this test instance (see _oracle_context)."""
+    return _oracle_context(pi_version)
+
+
+@pytest.fixture(scope="session")
+def pi_contexts() -> dict:
+    """``{version: context}`` for every release in PI_VERSIONS: for tests whose expensive part
+    (a real agent run) should run once and then be checked against each release."""
+    return {v: _oracle_context(v) for v in _compat_module().PI_VERSIONS}
 
 
 @pytest.fixture(scope="session")

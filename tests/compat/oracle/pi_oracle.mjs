@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// Pi 1.3.0 oracle for pi_nb's compatibility tests.
+// Pi oracle for pi_nb's compatibility tests (Pi 1.3.0 and 1.6.0).
 //
-// This script only *calls* the published @earendil-works/pi-coding-agent@1.3.0 modules
-// (loaded by file URL because the package root import needs Node >= 22). It contains no
-// Pi code. Location of the install: env PI_ORACLE_DIR (the directory that contains
-// node_modules/); default <repo>/.pi-oracle.
+// This script only *calls* the published @earendil-works/pi-coding-agent modules (loaded by
+// file URL because the package root import needs Node >= 22). It contains no Pi code.
+// Location of the install: env PI_ORACLE_DIR (the directory that contains node_modules/);
+// default <repo>/.pi-oracle. Env PI_ORACLE_VERSION (default 1.3.0) is the version the
+// install must hold, so a test never compares against another release than it names.
 //
 // Subcommands (each prints one JSON document to stdout):
 //   context FILE [--leaf ID]
@@ -23,13 +24,19 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const ORACLE_DIR = resolve(process.env.PI_ORACLE_DIR || join(HERE, "..", "..", "..", ".pi-oracle"));
 const PKG_DIR = join(ORACLE_DIR, "node_modules", "@earendil-works", "pi-coding-agent");
 const CORE = pathToFileURL(join(PKG_DIR, "dist", "core") + "/").href;
+// Releases whose session-manager / compaction modules this script is known to drive.
+const SUPPORTED = ["1.3.0", "1.6.0"];
+const EXPECTED = process.env.PI_ORACLE_VERSION || "1.3.0";
 
 let pi = null;
 async function loadPi() {
     if (pi) return pi;
     const pkg = JSON.parse(readFileSync(join(PKG_DIR, "package.json"), "utf8"));
-    if (pkg.version !== "1.3.0") {
-        throw new Error(`expected pi-coding-agent 1.3.0 in ${PKG_DIR}, found ${pkg.version}`);
+    if (!SUPPORTED.includes(EXPECTED)) {
+        throw new Error(`PI_ORACLE_VERSION=${EXPECTED} is not one of ${SUPPORTED.join(", ")}`);
+    }
+    if (pkg.version !== EXPECTED) {
+        throw new Error(`expected pi-coding-agent ${EXPECTED} in ${PKG_DIR}, found ${pkg.version}`);
     }
     const sm = await import(new URL("session-manager.js", CORE));
     const comp = await import(new URL("compaction/compaction.js", CORE));
