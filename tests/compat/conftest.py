@@ -184,6 +184,10 @@ class PiOracle:
     def gen(self, outdir: str | os.PathLike, seed: int, count: int) -> list[str]:
         return self.run("gen", str(outdir), "--seed", str(seed), "--count", str(count))
 
+    def serialize(self, message_lists: list[list[dict]]) -> list[str]:
+        """Pi's ``serializeConversation(convertToLlm(messages))`` for each list (one process)."""
+        return self.run("serialize", stdin=json.dumps(message_lists))
+
     # --- batched (one node process for many requests) ----------------------------------------
     def batch(self, requests: list[dict]) -> list[Any]:
         """Each request: {"cmd": "context"|"cut", "file", "leaf"?, "keep"?, "reserve"?}.

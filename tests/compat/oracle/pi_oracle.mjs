@@ -11,6 +11,8 @@
 //   context FILE [--leaf ID]
 //   cut FILE [--leaf ID] [--keep N] [--reserve N]
 //   gen OUTDIR [--seed N] [--count N]
+//   serialize        (stdin: JSON list of lists of context messages; stdout: for each list,
+//                     serializeConversation(convertToLlm(list)): the text a summary call reads)
 //   batch            (stdin: JSON list of {"cmd":"context"|"cut", "file", "leaf"?, "keep"?, "reserve"?};
 //                     stdout: list of results, an {"error": msg} object for a failed request)
 
@@ -41,7 +43,8 @@ async function loadPi() {
     const sm = await import(new URL("session-manager.js", CORE));
     const comp = await import(new URL("compaction/compaction.js", CORE));
     const utils = await import(new URL("compaction/utils.js", CORE));
-    pi = { ...sm, ...comp, ...utils };
+    const messages = await import(new URL("messages.js", CORE));
+    pi = { ...sm, ...comp, ...utils, convertToLlm: messages.convertToLlm };
     return pi;
 }
 
@@ -813,6 +816,10 @@ async function main() {
     } else if (cmd === "gen") {
         if (positional.length !== 1) throw new Error("usage: gen OUTDIR [--seed N] [--count N]");
         out = await gen(positional[0], intOpt(opts.seed, 1), intOpt(opts.count, 12));
+    } else if (cmd === "serialize") {
+        const P = await loadPi();
+        const lists = JSON.parse(readFileSync(0, "utf8"));
+        out = lists.map((msgs) => P.serializeConversation(P.convertToLlm(msgs)));
     } else if (cmd === "batch") {
         const P = await loadPi();
         const reqs = JSON.parse(readFileSync(0, "utf8"));
@@ -826,7 +833,7 @@ async function main() {
             }
         });
     } else {
-        throw new Error("usage: pi_oracle.mjs context|cut|gen|batch ...");
+        throw new Error("usage: pi_oracle.mjs context|cut|gen|serialize|batch ...");
     }
     // Exit explicitly once the output is flushed: some Pi modules leave timers/handles behind
     // that would otherwise keep the process alive for a while.
