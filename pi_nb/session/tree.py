@@ -788,6 +788,17 @@ class SessionTree:
             self._write_all()
 
     @_serialized
+    def migrate(self) -> bool:
+        """Rewrite an old-version file (v1, v2) in the current format now, as Pi does on
+        load. Reads never do this; it happens under the writer lock, at the first write or
+        here. Returns whether the file was rewritten."""
+        if self.path is None or self._pending_migration is None:
+            return False
+        self._ensure_writer()
+        self._migrate_on_disk()
+        return True
+
+    @_serialized
     def close(self) -> None:
         """Close the file and release the writer lock (a later append takes them again)."""
         if self._appender is not None:

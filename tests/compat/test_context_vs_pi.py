@@ -1,4 +1,5 @@
-"""pi_nb's context (messages, settings, token estimate) must equal Pi 1.3.0's, exactly.
+"""pi_nb's context (messages, settings, token estimate) must equal Pi 1.3.0's and Pi 1.6.0's,
+exactly (every test runs once per release: ``[pi1.3.0-…]``, ``[pi1.6.0-…]``).
 
 * Sessions written by Pi's own SessionManager (``generated_sessions``) are read by
   ``python -m pi_nb context FILE --leaf ID --json`` and by the Pi oracle.

@@ -1,4 +1,5 @@
-"""pi_nb's compaction cut must equal Pi 1.3.0's prepareCompaction(), exactly.
+"""pi_nb's compaction cut must equal prepareCompaction() of Pi 1.3.0 and of Pi 1.6.0,
+exactly (one test instance per release).
 
 ``python -m pi_nb cut FILE [--leaf ID] --keep K --reserve R --json`` prints
 ``{"firstKeptEntryId", "isSplitTurn", "tokensBefore", "messagesToSummarize": <count>,

@@ -275,7 +275,10 @@ def test_migrated_files_have_pis_bytes(tmp_path, pi_oracle):
     for src in sources:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            SessionTree.open(ours_dir / src.name)
+            tree = SessionTree.open(ours_dir / src.name)
+        assert (ours_dir / src.name).read_text() == src.read_text()  # reading never rewrites
+        assert tree.migrate()  # a writer migrates, as Pi does on load
+        tree.close()
         ours = (ours_dir / src.name).read_text()
         pis = (pis_dir / src.name).read_text()
         assert pis != src.read_text()  # Pi did migrate it

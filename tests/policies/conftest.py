@@ -1,5 +1,5 @@
-"""Fixtures of the policy tests (helpers live in policy_helpers.py), with the Pi 1.3.0
-oracle fixtures (``pi_oracle``, ``compat``) of tests/fixtures/pi_oracle_kit.py."""
+"""Fixtures of the policy tests (helpers live in policy_helpers.py), with the Pi oracle
+fixtures (``pi_version``, ``pi_oracle``, ``compat``) of tests/fixtures/pi_oracle_kit.py."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_oracle_kit import compat, pi_oracle
+from pi_oracle_kit import compat, pi_oracle, pi_version
 from pinb_testkit import new_tree
 
-__all__ = ["compat", "mem_tree", "pi_oracle", "tree"]
+__all__ = ["compat", "mem_tree", "pi_oracle", "pi_version", "tree"]
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Files written with the policies open in Pi 1.3.0 and project exactly as in pi_nb."""
+"""Files written with the policies open in Pi 1.3.0 and 1.6.0 and project exactly as in pi_nb."""
 
 from __future__ import annotations
 

@@ -25,37 +25,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def _compat_module():
-    """tests/compat/conftest.py, loaded under its own name (its PiOracle and installer)."""
-    import importlib.util
+    """The Pi oracle kit (tests/fixtures/pi_oracle_kit.py: its PiOracle and installer)."""
+    import pi_oracle_kit
 
-    name = "pi_nb_compat_conftest_for_reliability"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = os.path.join(os.path.dirname(_HERE), "compat", "conftest.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return pi_oracle_kit
 
 
-@pytest.fixture(scope="session")
-def pi_context():
-    """``pi_context(path) -> dict``: Pi 1.3.0's context for a file (the oracle's ``context``
+def _oracle_context(version: str):
+    """``context(path) -> dict``: Pi ``version``'s context for a file (the oracle's ``context``
     command), or ``{"error": message}`` when Pi fails on it. Same availability policy as the
     compat tests: without node they fail, unless PI_NB_SKIP_COMPAT=1 (then skip)."""
-    import shutil
-    import subprocess
-
     compat = _compat_module()
-    node = shutil.which("node")
-    if node is None:
-        compat._unavailable("`node` is not on PATH")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-    if int(version.strip().lstrip("v").split(".")[0] or 0) < 20:
-        compat._unavailable(f"Node >= 20 required, found {version.strip()}")
-    oracle = compat.PiOracle(node, compat._ensure_installed())
+    oracle = compat.PiOracle(compat.node_or_fail(), compat._ensure_installed(version), version)
 
     def context(path) -> dict:
         try:
@@ -65,6 +46,23 @@ def pi_context():
             return {"error": lines[-1] if lines else str(exc)}
 
     return context
+
+
+# One test instance per Pi release (``[pi1.3.0]``, ``[pi1.6.0]``), as in tests/compat.
+pi_version = _compat_module().pi_version
+
+
+@pytest.fixture(scope="session")
+def pi_context(pi_version: str):
+    """``pi_context(path) -> dict`` for the release of this test instance (see _oracle_context)."""
+    return _oracle_context(pi_version)
+
+
+@pytest.fixture(scope="session")
+def pi_contexts() -> dict:
+    """``{version: context}`` for every release in PI_VERSIONS: for tests whose expensive part
+    (a real agent run) should run once and then be checked against each release."""
+    return {v: _oracle_context(v) for v in _compat_module().PI_VERSIONS}
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ LABELS = {
     "corpus_files": "corpus files loaded",
     "redaction_cases": "redaction cases checked",
     "faults": "provider / tool faults injected end to end",
-    "oracle_checks": "files re-projected by Pi 1.3.0 and compared",
+    "oracle_checks": "file projections by Pi (1.3.0 and 1.6.0, each counted) compared",
     "store_concurrent_reads": "read-only opens while another process appended",
     "store_entries_appended_during_reads": "  entries appended meanwhile (all kept)",
     "store_thread_appends": "appends from two threads (one tree / two trees of a file)",

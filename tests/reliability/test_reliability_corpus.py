@@ -2,8 +2,9 @@
 
 Every file either loads — with exactly the expected lines skipped and reported as (file,
 line), every read operation working — or is refused with a typed one-line error naming the
-file. Where Pi 1.3.0 can read the file too, pi_nb's context must be Pi's; where it cannot
-(Pi throws, or loops forever on a parent cycle), pi_nb must still work.
+file. Where Pi (1.3.0 and 1.6.0, one test instance each) can read the file too, pi_nb's
+context must be Pi's; where it cannot (Pi throws, or loops forever on a parent cycle), pi_nb
+must still work.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ SKIPPED = {
     "wrong_types.jsonl": [8],
     "v1_with_garbage.jsonl": [3],
 }
-# How Pi 1.3.0 fares on the file. "same": identical context (messages, settings, tokens);
+# How Pi 1.3.0 and Pi 1.6.0 (alike) fare on the file. "same": identical context (messages, settings, tokens);
 # "same-messages": identical apart from ids (a v1 migration draws random ids);
 # "pi-fails": Pi throws; "pi-loops": Pi's branch walk never ends (not run);
 # anything else: a documented difference.
@@ -107,10 +108,12 @@ def test_corpus_file_loads_or_is_refused(name, tmp_path):
 
 @pytest.mark.compat
 @pytest.mark.parametrize("name", [n for n in FILES if n not in REFUSED])
-def test_corpus_file_projects_like_pi(name, tmp_path, pi_context, describe_mismatch):
+def test_corpus_file_projects_like_pi(
+    name, tmp_path, pi_version, pi_context, describe_mismatch
+):
     expectation = PI.get(name, "same")
     if expectation == "pi-loops":
-        pytest.skip("Pi 1.3.0 loops forever on this file (no cycle guard); pi_nb loads it")
+        pytest.skip(f"Pi {pi_version} loops forever on this file (no cycle guard); pi_nb loads it")
     ours_path = copy(name, tmp_path / "ours") if (tmp_path / "ours").mkdir() is None else None
     pi_path = copy(name, tmp_path / "pi") if (tmp_path / "pi").mkdir() is None else None
     assert ours_path is not None and pi_path is not None
@@ -120,7 +123,7 @@ def test_corpus_file_projects_like_pi(name, tmp_path, pi_context, describe_misma
     theirs = pi_context(pi_path)
     rel_figures.add("oracle_checks")
     if expectation == "pi-fails":
-        assert set(theirs) == {"error"}, "Pi 1.3.0 now reads this file: compare it"
+        assert set(theirs) == {"error"}, f"Pi {pi_version} now reads this file: compare it"
         return
     assert set(theirs) != {"error"}, theirs
     if expectation == "same-messages":

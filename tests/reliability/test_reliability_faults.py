@@ -8,7 +8,7 @@ hangs, an abort or a notebook interrupt mid-stream). After each:
   not fail has its tool result;
 * re-opening it gives exactly the same context, leaf and token figures;
 * the next prompt works;
-* Pi 1.3.0 projects the file identically (when the oracle is available).
+* Pi 1.3.0 and Pi 1.6.0 project the file identically (when the oracle is available).
 """
 
 from __future__ import annotations
@@ -35,26 +35,35 @@ RELEASE = threading.Event()  # lets "hanging" tools end when the module is done
 
 @pytest.fixture(autouse=True, scope="module")
 def _release_hanging_tools():
+    # Set up again when pytest runs this module's tests in one group per Pi release.
+    RELEASE.clear()
     yield
     RELEASE.set()
 
 
 @pytest.fixture
 def pi_check(request):
-    """Compare a file's context with Pi 1.3.0's (a no-op only when PI_NB_SKIP_COMPAT=1 and
-    the oracle cannot run)."""
+    """Compare a file's context with every Pi release's (PI_VERSIONS) in one go: the agent run
+    before it is the costly part and the same for each release. A no-op only when
+    PI_NB_SKIP_COMPAT=1 and the oracle cannot run."""
     try:
-        pi_context = request.getfixturevalue("pi_context")
+        pi_contexts = request.getfixturevalue("pi_contexts")
         describe = request.getfixturevalue("describe_mismatch")
     except pytest.skip.Exception:
         return lambda path, ours: None
 
     def check(path: str, ours: dict) -> None:
-        theirs = pi_context(path)
-        assert set(theirs) != {"error"}, f"Pi cannot read {path}: {theirs}"
-        problem = describe(js_numbers(ours), js_numbers(theirs))
-        assert problem is None, problem
-        rel_figures.add("oracle_checks")
+        problems = []
+        for version, pi_context in pi_contexts.items():
+            theirs = pi_context(path)
+            if set(theirs) == {"error"}:
+                problems.append(f"Pi {version} cannot read {path}: {theirs}")
+                continue
+            problem = describe(js_numbers(ours), js_numbers(theirs))
+            if problem is not None:
+                problems.append(f"Pi {version}: {problem}")
+            rel_figures.add("oracle_checks")
+        assert not problems, "\n".join(problems)
 
     return check
 

@@ -1,15 +1,18 @@
 #!/usr/bin/env node
-// Pi 1.3.0 oracle for pi_nb's compatibility tests.
+// Pi oracle for pi_nb's compatibility tests (Pi 1.3.0 and 1.6.0).
 //
-// This script only *calls* the published @earendil-works/pi-coding-agent@1.3.0 modules
-// (loaded by file URL because the package root import needs Node >= 22). It contains no
-// Pi code. Location of the install: env PI_ORACLE_DIR (the directory that contains
-// node_modules/); default <repo>/.pi-oracle.
+// This script only *calls* the published @earendil-works/pi-coding-agent modules (loaded by
+// file URL because the package root import needs Node >= 22). It contains no Pi code.
+// Location of the install: env PI_ORACLE_DIR (the directory that contains node_modules/);
+// default <repo>/.pi-oracle. Env PI_ORACLE_VERSION (default 1.3.0) is the version the
+// install must hold, so a test never compares against another release than it names.
 //
 // Subcommands (each prints one JSON document to stdout):
 //   context FILE [--leaf ID]
 //   cut FILE [--leaf ID] [--keep N] [--reserve N]
 //   gen OUTDIR [--seed N] [--count N]
+//   serialize        (stdin: JSON list of lists of context messages; stdout: for each list,
+//                     serializeConversation(convertToLlm(list)): the text a summary call reads)
 //   batch            (stdin: JSON list of {"cmd":"context"|"cut", "file", "leaf"?, "keep"?, "reserve"?};
 //                     stdout: list of results, an {"error": msg} object for a failed request)
 
@@ -23,18 +26,25 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const ORACLE_DIR = resolve(process.env.PI_ORACLE_DIR || join(HERE, "..", "..", "..", ".pi-oracle"));
 const PKG_DIR = join(ORACLE_DIR, "node_modules", "@earendil-works", "pi-coding-agent");
 const CORE = pathToFileURL(join(PKG_DIR, "dist", "core") + "/").href;
+// Releases whose session-manager / compaction modules this script is known to drive.
+const SUPPORTED = ["1.3.0", "1.6.0"];
+const EXPECTED = process.env.PI_ORACLE_VERSION || "1.3.0";
 
 let pi = null;
 async function loadPi() {
     if (pi) return pi;
     const pkg = JSON.parse(readFileSync(join(PKG_DIR, "package.json"), "utf8"));
-    if (pkg.version !== "1.3.0") {
-        throw new Error(`expected pi-coding-agent 1.3.0 in ${PKG_DIR}, found ${pkg.version}`);
+    if (!SUPPORTED.includes(EXPECTED)) {
+        throw new Error(`PI_ORACLE_VERSION=${EXPECTED} is not one of ${SUPPORTED.join(", ")}`);
+    }
+    if (pkg.version !== EXPECTED) {
+        throw new Error(`expected pi-coding-agent ${EXPECTED} in ${PKG_DIR}, found ${pkg.version}`);
     }
     const sm = await import(new URL("session-manager.js", CORE));
     const comp = await import(new URL("compaction/compaction.js", CORE));
     const utils = await import(new URL("compaction/utils.js", CORE));
-    pi = { ...sm, ...comp, ...utils };
+    const messages = await import(new URL("messages.js", CORE));
+    pi = { ...sm, ...comp, ...utils, convertToLlm: messages.convertToLlm };
     return pi;
 }
 
@@ -806,6 +816,10 @@ async function main() {
     } else if (cmd === "gen") {
         if (positional.length !== 1) throw new Error("usage: gen OUTDIR [--seed N] [--count N]");
         out = await gen(positional[0], intOpt(opts.seed, 1), intOpt(opts.count, 12));
+    } else if (cmd === "serialize") {
+        const P = await loadPi();
+        const lists = JSON.parse(readFileSync(0, "utf8"));
+        out = lists.map((msgs) => P.serializeConversation(P.convertToLlm(msgs)));
     } else if (cmd === "batch") {
         const P = await loadPi();
         const reqs = JSON.parse(readFileSync(0, "utf8"));
@@ -819,7 +833,7 @@ async function main() {
             }
         });
     } else {
-        throw new Error("usage: pi_oracle.mjs context|cut|gen|batch ...");
+        throw new Error("usage: pi_oracle.mjs context|cut|gen|serialize|batch ...");
     }
     // Exit explicitly once the output is flushed: some Pi modules leave timers/handles behind
     // that would otherwise keep the process alive for a while.
