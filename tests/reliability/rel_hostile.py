@@ -8,6 +8,7 @@ parents and off-branch references happen often.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -396,7 +397,8 @@ def wrongly_typed_sessions(draw: Any) -> tuple[list[dict[str, Any]], list[str]]:
                 old = old[key]
         except (KeyError, IndexError, TypeError):
             continue  # an earlier change replaced a parent of this path
-        new = draw(WRONG_TYPES.filter(lambda v, old=old: type(v) is not type(old)))
+        # A copy: sampled values are shared objects, and a later change may go inside one.
+        new = copy.deepcopy(draw(WRONG_TYPES.filter(lambda v, old=old: type(v) is not type(old))))
         _set_path(entries[index], path, new)
         changes.append(f"{entries[index]['id']}.{'.'.join(map(str, path))} = {new!r}"[:200])
     return entries, changes
