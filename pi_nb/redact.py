@@ -61,7 +61,9 @@ _KEY_RULES = [
         # Slack bot / user / app-level / refresh / legacy tokens.
         (("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"), r"(xox[abprs]-)[A-Za-z0-9\-]{10,}", None),
         # A JWT: header.payload.signature, base64url; the header is JSON, so it starts "eyJ".
-        (("eyJ",), r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", "eyJ"),
+        # The look-behind rejects a start inside a longer run at once: without it, every
+        # "eyJ" of a long base64 run would rescan the run for the dots (quadratic).
+        (("eyJ",), r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", "eyJ"),
     )
 ]
 # userinfo of a URL: scheme://user:password@host — the password goes (up to the last "@"
