@@ -283,6 +283,14 @@ def check_cli(path: Path, *argv: str, allowed: tuple[int, ...] = (0,)) -> str:
     return out
 
 
+def check_compare(path: Path) -> None:
+    """`pi-nb compare` with two strategies that compact (keep 10): every run gives a row
+    without an error (a run that raised would be reported in its error column)."""
+    status, out, err = run_cli("compare", str(path), "--strategies", "pi,mask:5", "--keep", "10", "--csv")
+    assert status == 0 and "Traceback" not in err and "failed" not in err, err
+    assert out.count("\n") == 3, out  # header + one row per strategy
+
+
 @settings(FUZZ, max_examples=TYPED_EXAMPLES)
 @given(case=wrongly_typed_sessions())
 def test_wrong_field_types_through_every_command(case, tmp_path_factory):
@@ -306,6 +314,7 @@ def test_wrong_field_types_through_every_command(case, tmp_path_factory):
                 check_cli(path, *argv)
             # Nothing to compact (keep 20000) is a reported outcome, not a crash.
             check_cli(path, "compact", "--preview", allowed=(0, 1))
+            check_compare(path)
             first = check_cli(path, "prompt", "first prompt")
             assert "(script finished)" in first
             second = check_cli(path, "prompt", "second prompt")
@@ -413,5 +422,6 @@ def test_wrong_field_types_project_like_pi(case, compacted, tmp_path, pi_context
     for argv in READ_COMMANDS[:-1]:
         check_cli(path, *argv)
     check_cli(path, "compact", "--preview", allowed=(0, 1))
+    check_compare(path)
     for _ in range(2):
         assert "(script finished)" in check_cli(path, "prompt", "again")
