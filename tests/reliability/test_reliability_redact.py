@@ -48,6 +48,10 @@ FUZZ = settings(max_examples=200, deadline=None, database=None, derandomize=True
 @FUZZ
 @given(before=surroundings, sep1=separators, key=keys, sep2=separators, after=surroundings)
 def test_known_key_shapes_are_redacted_anywhere(before, sep1, key, sep2, after):
+    check_redacted_anywhere(before, sep1, key, sep2, after)
+
+
+def check_redacted_anywhere(before: str, sep1: str, key: str, sep2: str, after: str) -> None:
     text = before + sep1 + key + sep2 + after
     out = redact(text)
     rel_figures.add("redaction_cases")
@@ -236,14 +240,7 @@ new_shapes = st.one_of(
 @FUZZ
 @given(before=surroundings, sep1=separators, key=new_shapes, sep2=separators, after=surroundings)
 def test_stripe_slack_and_jwt_shapes_are_redacted_anywhere(before, sep1, key, sep2, after):
-    text = before + sep1 + key + sep2 + after
-    out = redact(text)
-    rel_figures.add("redaction_cases")
-    assert key not in out
-    if key[14:] not in before + after:
-        assert key[14:] not in out  # no tail of it either
-    assert REDACTED in out
-    assert redact(out) == out
+    check_redacted_anywhere(before, sep1, key, sep2, after)
 
 
 url_passwords = st.text(alphabet=ALNUM + "!$%&()*+,;=~.-_:@", min_size=1, max_size=30).filter(
