@@ -29,6 +29,12 @@ BRANCH_SUMMARY_SUFFIX = "\n</summary>"
 MISSING_TOOL_RESULT = "No result was recorded for this tool call."
 
 
+def as_text(value: Any) -> str:
+    """A text field's value, or "" when a hostile file put something else there (a number,
+    an object…): every reader treats such a field as empty instead of failing on it."""
+    return value if isinstance(value, str) else ""
+
+
 def content_text(content: Any, separator: str = "\n") -> str:
     """The text of a string or a list of content blocks (non-text blocks ignored)."""
     if isinstance(content, str):
@@ -130,7 +136,8 @@ def current_system_message(messages: Sequence[Message]) -> Message | None:
 def system_prompt_text(message: Message) -> str:
     """A system message rendered as one prompt: its content, then its sections."""
     parts = [content_text(message.get("content"))]
-    parts += [v for v in (message.get("sections") or {}).values() if v]
+    sections = message.get("sections")
+    parts += [v for v in sections.values() if isinstance(v, str)] if isinstance(sections, dict) else []
     return "\n\n".join(p for p in parts if p)
 
 
@@ -147,7 +154,7 @@ def _openai_content(content: Any) -> str | list[dict[str, Any]]:
         if not isinstance(block, dict):
             continue
         if block.get("type") == "text":
-            parts.append({"type": "text", "text": block.get("text", "")})
+            parts.append({"type": "text", "text": as_text(block.get("text"))})
         elif block.get("type") == "image":
             parts.append(_image_part(block))
     if all(p["type"] == "text" for p in parts):
@@ -204,19 +211,22 @@ def normalize(
             close_pending()
             text_parts: list[str] = []
             calls: list[dict[str, Any]] = []
-            for block in m.get("content") or []:
+            content = m.get("content")
+            for block in content if isinstance(content, list) else []:
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "text":
-                    text_parts.append(block.get("text", ""))
-                elif block.get("type") == "toolCall":
+                    text_parts.append(as_text(block.get("text")))
+                elif block.get("type") == "toolCall" and isinstance(block.get("name"), str):
+                    # A call without a string name cannot be replayed to any provider: it
+                    # is left out (and so is its result, which then answers nothing).
                     arguments = block.get("arguments")
                     calls.append(
                         {
                             "id": str(block.get("id")),
                             "type": "function",
                             "function": {
-                                "name": block.get("name", ""),
+                                "name": block["name"],
                                 "arguments": json.dumps(
                                     arguments if isinstance(arguments, dict) else {},
                                     ensure_ascii=False,
@@ -241,7 +251,8 @@ def normalize(
             if m.get("isError") and not text:
                 text = "(tool error)"
             out.append({"role": "tool", "tool_call_id": call_id, "content": text})
-            images = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "image"]
+            images = [b for b in content if isinstance(b, dict) and b.get("type") == "image"] \
+                if isinstance(content, list) else []
             images_after_results.extend(_image_part(b) for b in images)
         elif role == "user":
             close_pending()

@@ -4,12 +4,17 @@
 
 * provider API keys by shape: OpenAI ``sk-…`` (``sk-proj-…``, ``sk-svcacct-…``), Anthropic
   ``sk-ant-…``, Google ``AIza…``, xAI ``xai-…``, Groq ``gsk_…``, Hugging Face ``hf_…``,
-  OpenRouter ``sk-or-…``, GitHub ``ghp_…`` / ``github_pat_…``, AWS access key ids;
+  OpenRouter ``sk-or-…``, GitHub ``ghp_…`` / ``github_pat_…``, AWS access key ids, Stripe
+  ``sk_live_…`` / ``rk_live_…`` / ``sk_test_…``, Slack ``xoxb-…`` (``xox[abprs]-``), and
+  JSON Web Tokens (three base64url segments starting ``eyJ``);
+* the password of any URL with credentials (``postgres://user:PASSWORD@host``);
 * ``Bearer <token>`` and the values of ``Authorization`` / ``Proxy-Authorization`` /
   ``x-api-key`` / ``api-key`` headers (``Name: value`` or ``"Name": "value"``);
-* the values of environment variables whose names end in ``_API_KEY``, ``_TOKEN``,
-  ``_SECRET`` (and ``_KEY``, ``_PASSWORD``, ``_ACCESS_KEY``, ``_SECRET_KEY``,
-  ``_CREDENTIALS``) currently present in ``os.environ`` (values of 8+ characters),
+* the values (8+ characters) of the variables currently in ``os.environ`` whose names
+  :data:`SECRET_ENV_NAME` matches: names containing ``KEY``, ``TOKEN``, ``SECRET``,
+  ``PASSWORD`` / ``PASSWD`` / ``PASS`` / ``PWD``, ``CREDENTIAL``, ``AUTH`` or ``PRIVATE``
+  (``OPENAI_API_KEY_2``, ``PGPASSWORD``, ``MYSQL_PWD`` …). The bash tool scrubs its output
+  with the same list.
 
 with ``[REDACTED]`` markers (a key keeps its public prefix, an env value names its
 variable: ``[REDACTED:OPENAI_API_KEY]``). :func:`redact_obj` does the same for every string
@@ -23,7 +28,15 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "needs_redaction", "redact", "redact_obj", "secret_env_values"]
+__all__ = [
+    "REDACTED",
+    "SECRET_ENV_NAME",
+    "is_secret_env_name",
+    "needs_redaction",
+    "redact",
+    "redact_obj",
+    "secret_env_values",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -43,8 +56,19 @@ _KEY_RULES = [
         (("github_pat_",), r"github_pat_[A-Za-z0-9_]{20,}", "github_pat_"),
         (("AKIA",), r"AKIA[0-9A-Z]{16}(?![0-9A-Za-z])", "AKIA"),
         (("ASIA",), r"ASIA[0-9A-Z]{16}(?![0-9A-Za-z])", "ASIA"),
+        # Stripe secret and restricted keys (publishable pk_ keys are public).
+        (("sk_live_", "rk_live_", "sk_test_", "rk_test_"), r"([sr]k_(?:live|test)_)[A-Za-z0-9]{10,}", None),
+        # Slack bot / user / app-level / refresh / legacy tokens.
+        (("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"), r"(xox[abprs]-)[A-Za-z0-9\-]{10,}", None),
+        # A JWT: header.payload.signature, base64url; the header is JSON, so it starts "eyJ".
+        # The look-behind rejects a start inside a longer run at once: without it, every
+        # "eyJ" of a long base64 run would rescan the run for the dots (quadratic).
+        (("eyJ",), r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", "eyJ"),
     )
 ]
+# userinfo of a URL: scheme://user:password@host — the password goes (up to the last "@"
+# before the path). Starts with a literal, so the scan is quick.
+_URL_PASSWORD = re.compile(r"(://[^\s/?#@:\"'<>]*:)(?!\[REDACTED)[^\s/?#\"'<>]+(@)")
 _IDENT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 # Case-insensitive rules, found by a plain search for their (lower-case) needle and then
@@ -62,10 +86,23 @@ _CI_RULES = [
     ("api-key", re.compile(r"(?i)(api-key)" + _HEADER_TAIL)),
 ]
 
-_SECRET_NAME = re.compile(
-    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PASSWORD|PASSWD|CREDENTIALS?)$",
-    re.IGNORECASE,
+#: Names of environment variables whose values are credentials. One list for the redactor
+#: and the bash tool. Anywhere in the name: API_KEY / APIKEY, ACCESS_KEY, TOKEN, SECRET,
+#: PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL, PRIVATE (so ``OPENAI_API_KEY_2``,
+#: ``PGPASSWORD``); as a word (between start/end, "_" or digits): KEY, PASS, AUTH, and PWD
+#: after "_" (``MYSQL_PWD``; ``PWD`` and ``OLDPWD`` are the shell's directories). Names of
+#: paths and sockets (``*_DIR``, ``*_PATH``, ``*_FILE``, ``*_SOCK`` …) hold no secret.
+SECRET_ENV_NAME = re.compile(
+    r"""(?ix)
+    ^(?!.*_(?:DIR|PATH|FILE|SOCK|SOCKET|HOME|CACHE|CACHE_DIR)$)
+    .*(?:
+        API_?KEY|ACCESS_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE
+      | (?:^|[_0-9])(?:KEYS?|PASS|O?AUTH)(?:$|[_0-9])
+      | KEYS?(?:$|[_0-9])
+      | _PWD(?:$|[_0-9])
+    )""",
 )
+_SECRET_NAME = SECRET_ENV_NAME
 _MIN_SECRET_LEN = 8
 # Values that are configuration, not secrets, even under a secret-looking name.
 _NOT_SECRET = {"true", "false", "none", "null", "undefined", "disabled", "enabled"}
@@ -74,7 +111,7 @@ _NOT_SECRET = {"true", "false", "none", "null", "undefined", "disabled", "enable
 # Literals (lower-cased) one of which every match contains: a text holding none of them is
 # clean. Checked on the lower-cased text: case variants only cost a closer look.
 _NEEDLES = ("sk-", "aiza", "xai-", "gsk_", "hf_", "akia", "asia", "bearer", "authorization",
-            "api-key", "github_pat_")
+            "api-key", "github_pat_", "k_live_", "k_test_", "xox", "eyj", "://")
 _GH_NEEDLES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")  # looked for only when "gh" occurs
 _NEEDLES_B = tuple(n.encode() for n in _NEEDLES)
 _GH_NEEDLES_B = tuple(n.encode() for n in _GH_NEEDLES)
@@ -118,6 +155,11 @@ _env_cache: tuple[tuple[tuple[str, str], ...], list[tuple[str, str]]] = ((), [])
 
 
 _env_raw_cache: list[Any] = [None, []]
+
+
+def is_secret_env_name(name: str) -> bool:
+    """Whether an environment variable of this name holds a credential (:data:`SECRET_ENV_NAME`)."""
+    return _is_secret_name(name)
 
 
 def _is_secret_name(name: str | bytes) -> bool:
@@ -194,6 +236,8 @@ def _redact(text: str, secrets: list[tuple[str, str]]) -> str:
     for needles, pattern, prefix in _KEY_RULES:
         if any(needle in text for needle in needles):  # a plain search is much faster
             text = pattern.sub(lambda m, p=prefix: _key(m, p), text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(_url_password, text)
     lowered = text.lower()
     if len(lowered) != len(text):  # a few characters change length when lowered
         for _, pattern in _CI_RULES:
@@ -206,11 +250,15 @@ def _redact(text: str, secrets: list[tuple[str, str]]) -> str:
     return text
 
 
-def _key(match: re.Match[str], prefix: str) -> str:
+def _key(match: re.Match[str], prefix: str | None) -> str:
     start = match.start()
     if start and match.string[start - 1] in _IDENT:
         return match.group()
-    return prefix + REDACTED
+    return (match.group(1) if prefix is None else prefix) + REDACTED
+
+
+def _url_password(match: re.Match[str]) -> str:
+    return match.group(1) + REDACTED + match.group(2)
 
 
 def _keep_name(match: re.Match[str]) -> str:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from .entries import Entry, Message, js_len, js_stringify
-from .messages import current_system_message
+from .messages import as_text, current_system_message
 
 if TYPE_CHECKING:
     from .projection import Projection
@@ -35,6 +35,18 @@ def _number(value: Any) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
     return value if math.isfinite(value) else 0
+
+
+USAGE_COUNTS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
+def usage_counts(usage: Any) -> dict[str, int | float]:
+    """The token counts of a reply's ``usage`` (:data:`USAGE_COUNTS`), each a finite
+    number: a missing or non-numeric member (or a usage that is not an object) counts 0,
+    as in every estimate here, so arithmetic on them never fails."""
+    if not isinstance(usage, dict):
+        return dict.fromkeys(USAGE_COUNTS, 0)
+    return {key: _number(usage.get(key)) for key in USAGE_COUNTS}
 
 
 def _content_chars(content: Any) -> int:
@@ -317,23 +329,25 @@ def message_text_for_count(message: Message) -> str:
     """The text a model reads for a message (images excluded), for exact counting."""
     from .messages import content_text
 
+    # Fields of another type count as empty, as in message_chars (hostile files).
     role = message.get("role")
     if role == "assistant":
         parts = []
-        for block in message.get("content") or []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text":
-                parts.append(block.get("text") or "")
+                parts.append(as_text(block.get("text")))
             elif block.get("type") == "thinking":
-                parts.append(block.get("thinking") or "")
+                parts.append(as_text(block.get("thinking")))
             elif block.get("type") == "toolCall":
-                parts.append((block.get("name") or "") + js_stringify(block.get("arguments")))
+                parts.append(as_text(block.get("name")) + js_stringify(block.get("arguments")))
         return "\n".join(parts)
     if role == "bashExecution":
-        return f"{message.get('command') or ''}\n{message.get('output') or ''}"
+        return f"{as_text(message.get('command'))}\n{as_text(message.get('output'))}"
     if role in ("branchSummary", "compactionSummary"):
-        return message.get("summary") or ""
+        return as_text(message.get("summary"))
     return content_text(message.get("content"))
 
 

@@ -151,8 +151,9 @@ _TRACEBACK = re.compile(r"\s*Traceback \(most recent call last\):.*", re.S)
 
 
 def _usage(message: dict[str, Any]) -> dict[str, Any]:
-    usage = message.get("usage")
-    return usage if isinstance(usage, dict) else {}
+    from ..tokens import usage_counts
+
+    return usage_counts(message.get("usage"))  # numbers only: a hostile file's usage adds up
 
 
 def is_overflow_message(text: str | None, provider: str | None = None) -> bool:

@@ -467,7 +467,7 @@ def reset_abort_event(token: contextvars.Token[threading.Event | None]) -> None:
 
 # --- secrets ---------------------------------------------------------------------------------
 
-_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY)", re.I)
+from ..redact import SECRET_ENV_NAME as _SECRET_NAME  # noqa: E402  (one list: the redactor's)
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:

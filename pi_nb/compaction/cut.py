@@ -54,8 +54,10 @@ class CutPoint:
     is_split_turn: bool = False
 
 
-def _roles(messages: Sequence[Message]) -> list[object]:
-    return [m.get("role") for m in messages]
+def _roles(messages: Sequence[Message]) -> list[str]:
+    # Only a string is a role: a list or object (hostile file) matches none, as in Pi's
+    # switch over the role, instead of failing the set lookup.
+    return [role for m in messages if isinstance(role := m.get("role"), str)]
 
 
 def is_cut_point(entry: ProjectedEntry) -> bool:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..compaction import CompactionSettings, prepare_compaction
 from ..entries import Message, js_stringify
-from ..messages import content_text
+from ..messages import as_text, content_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -232,13 +232,9 @@ def _keywords(sentence: str, limit: int = 8) -> tuple[str, ...]:
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(
-        b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-    )
+    from ..messages import content_text
+
+    return content_text(content)  # the shared reader: a non-string text block is skipped
 
 
 def context_text(messages: Iterable[Message]) -> str:
@@ -250,13 +246,14 @@ def context_text(messages: Iterable[Message]) -> str:
         if role in ("compactionSummary", "branchSummary"):
             parts.append(str(message.get("summary") or ""))
         elif role == "assistant":
-            for block in message.get("content") or []:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else ():  # hostile files
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "text":
-                    parts.append(block.get("text", ""))
+                    parts.append(as_text(block.get("text")))
                 elif block.get("type") == "toolCall":
-                    parts.append(f"{block.get('name', '')}({js_stringify(block.get('arguments'))})")
+                    parts.append(f"{as_text(block.get('name'))}({js_stringify(block.get('arguments'))})")
         elif role == "bashExecution":
             parts.append(f"{message.get('command', '')}\n{message.get('output', '')}")
         elif role in ("user", "toolResult", "custom"):

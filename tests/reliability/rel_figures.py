@@ -18,6 +18,7 @@ LABELS = {
     "fuzz_rejected": "  of which refused as not a session (typed error)",
     "fuzz_skipped_lines": "  lines skipped and reported across them",
     "fuzz_entry_lists": "hostile entry lists projected (hypothesis examples)",
+    "typed_cases": "sessions with wrongly typed fields run through every command / Session",
     "corpus_files": "corpus files loaded",
     "redaction_cases": "redaction cases checked",
     "faults": "provider / tool faults injected end to end",

@@ -8,6 +8,7 @@ parents and off-branch references happen often.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -275,3 +276,133 @@ def context_dict(tree) -> dict:
         "tokens": tree.context_tokens().to_dict(),
     }
     return json.loads(json.dumps(out))
+
+
+# --- wrong field types in an otherwise valid session ------------------------------------------
+#
+# A well-formed session holding every entry and message type, in which a few fields (any
+# field of any entry, message, content block or usage) get a value of another JSON type.
+# Drives every command that reads a session, not just the reader.
+
+WRONG_TYPES = st.one_of(
+    st.sampled_from([None, True, False, 0, -1, 7, 2.5, 10**20, "", "x", "user", "text", [],
+                     ["user"], ["read"], {}, {"a": 1}, {"type": "text", "text": "t"}, [[1]],
+                     [{"type": "text", "text": 1}]]),
+    garbage,
+)
+
+
+def typed_base_session(compacted: bool = True) -> list[dict[str, Any]]:
+    """Header + entries of every kind with well-typed fields (one branch, leaf last).
+    Without ``compacted`` the compaction is a session name: every message is in context."""
+    stamp = "2026-01-01T00:00:00.000Z"
+    usage = {"input": 40, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 50,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+
+    def reply(content: list[dict[str, Any]], stop: str = "stop") -> dict[str, Any]:
+        return {"role": "assistant", "content": content, "api": "openai-completions",
+                "provider": "pinb", "model": "scripted", "usage": dict(usage), "stopReason": stop,
+                "timestamp": 2}
+
+    bodies: list[dict[str, Any]] = [
+        {"type": "thinking_level_change", "thinkingLevel": "low"},
+        {"type": "model_change", "provider": "pinb", "modelId": "scripted"},
+        {"type": "message", "message": {"role": "system", "content": "be brief",
+                                        "sections": {"rules": "none"}, "timestamp": 1}},
+        {"type": "message", "message": {"role": "user", "content": "read a.txt", "timestamp": 1}},
+        {"type": "message", "message": reply([
+            {"type": "thinking", "thinking": "let me read"},
+            {"type": "text", "text": "Reading."},
+            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.txt"}},
+        ], "toolUse")},
+        {"type": "message", "message": {"role": "toolResult", "toolCallId": "c1", "toolName": "read",
+                                        "content": [{"type": "text", "text": "alpha\nbeta"},
+                                                    {"type": "image", "data": "AAAA",
+                                                     "mimeType": "image/png"}],
+                                        "isError": False, "timestamp": 3}},
+        {"type": "message", "message": reply([{"type": "text", "text": "It says alpha."}])},
+        {"type": "message", "message": {"role": "bashExecution", "command": "ls", "output": "a.txt",
+                                        "exitCode": 0, "cancelled": False, "truncated": False,
+                                        "timestamp": 4}},
+        {"type": "custom_message", "customType": "note", "content": "a note", "display": True,
+         "details": {"k": 1}},
+        {"type": "branch_summary", "fromId": "e3", "summary": "explored another path"},
+        {"type": "compaction", "summary": "earlier: read a.txt", "firstKeptEntryId": "e6",
+         "tokensBefore": 500, "details": {"readFiles": ["a.txt"], "modifiedFiles": []}},
+        {"type": "label", "targetId": "e3", "label": "start"},
+        {"type": "session_info", "name": "typed"},
+        {"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": "more"}],
+                                        "timestamp": 5}},
+        {"type": "message", "message": reply([
+            {"type": "text", "text": "Writing."},
+            {"type": "toolCall", "id": "c2", "name": "write",
+             "arguments": {"path": "b.txt", "content": "beta"}},
+        ], "toolUse")},
+        {"type": "message", "message": {"role": "toolResult", "toolCallId": "c2", "toolName": "write",
+                                        "content": [{"type": "text", "text": "wrote b.txt"}],
+                                        "isError": False, "timestamp": 6}},
+        {"type": "context_edit", "targetId": "e15", "replacement": {"content": "wrote it"}},
+        {"type": "message", "message": reply([{"type": "text", "text": "Done."}])},
+        {"type": "message", "message": {"role": "custom", "customType": "hook", "content": "hook text",
+                                        "display": False, "timestamp": 7}},
+        {"type": "message", "message": {"role": "user", "content": "last question", "timestamp": 8}},
+    ]
+    out: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "typed", "timestamp": stamp,
+                                  "cwd": "/tmp"}]
+    parent = None
+    if not compacted:
+        bodies[10] = {"type": "session_info", "name": "not compacted"}
+    for index, body in enumerate(bodies):
+        entry = {"type": body["type"], "id": f"e{index}", "parentId": parent, "timestamp": stamp,
+                 **{k: v for k, v in body.items() if k != "type"}}
+        out.append(entry)
+        parent = entry["id"]
+    return out
+
+
+def field_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path (dict keys / list indices) to a field below ``value``, the structural
+    entry fields (type, id, parentId) excluded: those are covered by the file fuzzing."""
+    paths: list[tuple[Any, ...]] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if len(prefix) == 0 and key in ("type", "id", "parentId"):
+            continue
+        path = (*prefix, key)
+        paths.append(path)
+        paths.extend(field_paths(item, path))
+    return paths
+
+
+def _set_path(value: Any, path: tuple[Any, ...], new: Any) -> None:
+    for key in path[:-1]:
+        value = value[key]
+    value[path[-1]] = new
+
+
+@st.composite
+def wrongly_typed_sessions(draw: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """(entries with 1–3 fields given a value of another type, what was changed)."""
+    entries = typed_base_session(compacted=draw(st.booleans()))
+    changes: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        index = draw(st.integers(1, len(entries) - 1))
+        paths = field_paths(entries[index])
+        if not paths:
+            continue
+        path = draw(st.sampled_from(paths))
+        try:
+            old = entries[index]
+            for key in path:
+                old = old[key]
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier change replaced a parent of this path
+        # A copy: sampled values are shared objects, and a later change may go inside one.
+        new = copy.deepcopy(draw(WRONG_TYPES.filter(lambda v, old=old: type(v) is not type(old))))
+        _set_path(entries[index], path, new)
+        changes.append(f"{entries[index]['id']}.{'.'.join(map(str, path))} = {new!r}"[:200])
+    return entries, changes
+
+
+def dump_lines(entries: list[dict[str, Any]]) -> bytes:
+    return b"".join(_dump(e) + b"\n" for e in entries)

@@ -48,6 +48,10 @@ FUZZ = settings(max_examples=200, deadline=None, database=None, derandomize=True
 @FUZZ
 @given(before=surroundings, sep1=separators, key=keys, sep2=separators, after=surroundings)
 def test_known_key_shapes_are_redacted_anywhere(before, sep1, key, sep2, after):
+    check_redacted_anywhere(before, sep1, key, sep2, after)
+
+
+def check_redacted_anywhere(before: str, sep1: str, key: str, sep2: str, after: str) -> None:
     text = before + sep1 + key + sep2 + after
     out = redact(text)
     rel_figures.add("redaction_cases")
@@ -78,10 +82,10 @@ def test_bearer_tokens_and_authorization_headers(token, style):
 def test_env_values_by_variable_name(monkeypatch):
     for name in ("ACME_API_KEY", "SERVICE_TOKEN", "DB_SECRET", "OPENAI_API_KEY"):
         monkeypatch.setenv(name, f"value-of-{name.lower()}-123")
-    monkeypatch.setenv("NOT_A_SECRET_NAME", "visible-value-123")
+    monkeypatch.setenv("PLAIN_SETTING_NAME", "visible-value-123")
     monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to redact safely
     text = " ".join(os.environ[n] for n in ("ACME_API_KEY", "SERVICE_TOKEN", "DB_SECRET",
-                                            "OPENAI_API_KEY", "NOT_A_SECRET_NAME"))
+                                            "OPENAI_API_KEY", "PLAIN_SETTING_NAME"))
     out = redact(text)
     assert "value-of" not in out
     assert "[REDACTED:ACME_API_KEY]" in out and "[REDACTED:DB_SECRET]" in out
@@ -216,3 +220,177 @@ def test_forks_do_not_copy_secrets_from_a_file_written_elsewhere(tmp_path, monke
 @pytest.mark.parametrize("text", ["", "plain", "x" * 10_000])
 def test_redact_is_cheap_on_clean_text(text):
     assert redact(text) is text
+
+
+# --- the broad list: Stripe, Slack, JWTs, URL passwords, env names -----------------------------
+
+B64URL = ALNUM + "_-"
+new_shapes = st.one_of(
+    st.tuples(st.sampled_from(["sk_live_", "rk_live_", "sk_test_", "rk_test_"]),
+              st.text(alphabet=ALNUM, min_size=24, max_size=99)).map("".join),
+    st.tuples(st.sampled_from(["xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"]),
+              st.text(alphabet=string.digits, min_size=10, max_size=13),
+              st.just("-"), st.text(alphabet=ALNUM, min_size=24, max_size=32)).map("".join),
+    st.tuples(st.just("eyJ"), st.text(alphabet=B64URL, min_size=10, max_size=40), st.just(".eyJ"),
+              st.text(alphabet=B64URL, min_size=10, max_size=80), st.just("."),
+              st.text(alphabet=B64URL, min_size=16, max_size=86)).map("".join),
+)
+
+
+@FUZZ
+@given(before=surroundings, sep1=separators, key=new_shapes, sep2=separators, after=surroundings)
+def test_stripe_slack_and_jwt_shapes_are_redacted_anywhere(before, sep1, key, sep2, after):
+    check_redacted_anywhere(before, sep1, key, sep2, after)
+
+
+url_passwords = st.text(alphabet=ALNUM + "!$%&()*+,;=~.-_:@", min_size=1, max_size=30).filter(
+    lambda p: not p.startswith("[REDACTED"))
+
+
+@FUZZ
+@given(before=surroundings, scheme=st.sampled_from(["postgres", "postgresql", "mysql", "redis", "amqp",
+                                                    "mongodb+srv", "https", "ftp"]),
+       user=st.text(alphabet=ALNUM + "._-", max_size=12), password=url_passwords,
+       host=st.sampled_from(["db.example.com", "localhost:5432", "10.0.0.7", "[::1]:6379"]),
+       tail=st.sampled_from(["", "/app", "/app?sslmode=require", "#frag", "/"]),
+       sep=separators, after=surroundings)
+def test_url_passwords_are_redacted_in_any_url(before, scheme, user, password, host, tail, sep, after):
+    url = f"{scheme}://{user}:{password}@{host}{tail}"
+    out = redact(before + " " + url + sep + after)
+    rel_figures.add("redaction_cases")
+    assert f"{scheme}://{user}:{REDACTED}@{host}{tail}" in out, out
+    assert redact(out) == out
+
+
+def test_env_values_by_name_broad_list(monkeypatch):
+    """Every name the bash tool treats as a credential, the redactor does too (one list):
+    numbered suffixes, names without an underscore, PWD as a word, AUTH, PRIVATE…"""
+    secret = {
+        "PGPASSWORD": "pg-hunter2-Xy", "OPENAI_API_KEY_2": "second-key-value-1",
+        "MYSQL_PWD": "mysql-pwd-value", "DB_PASS": "db-pass-value-9", "NPM_AUTH": "npm-auth-value",
+        "GITHUB_PRIVATE": "private-value-7", "AWS_SECRET_ACCESS_KEY": "aws-secret-value",
+        "STRIPE_KEY": "stripe-key-value", "SLACK_TOKEN2": "slack-token-value",
+        "APIKEY": "plain-apikey-value", "SMTP_PASSWD": "smtp-passwd-value",
+        "GOOGLE_CREDENTIALS": "google-cred-value", "ssh_passphrase": "lower-case-name",
+        "KEY": "bare-key-value-1",
+    }
+    public = {
+        "PWD": "/work/some/dir", "OLDPWD": "/work/other/dir", "GIT_AUTHOR_NAME": "Ada Lovelace",
+        "SSH_AUTH_SOCK": "/tmp/ssh-XXXX/agent.1", "TIKTOKEN_CACHE_DIR": "/opt/tiktoken/cache",
+        "KEYBOARD_LAYOUT": "dvorak-programmer", "MONKEYPATCH_MODE": "everywhere-now",
+        "PASSENGER_APP_ENV": "production-env", "XAUTHORITY": "/home/u/.Xauthority",
+    }
+    for name, value in {**secret, **public}.items():
+        monkeypatch.setenv(name, value)
+    text = "\n".join(f"{n}={v}" for n, v in {**secret, **public}.items())
+    out = redact(text)
+    for name, value in secret.items():
+        assert value not in out, name
+        assert f"[REDACTED:{name}]" in out, name
+    for name, value in public.items():
+        assert value in out, name
+    from pi_nb.agent.tools import redact_secrets
+
+    bash = redact_secrets(text)
+    for name, value in secret.items():
+        assert value not in bash, name
+    for name, value in public.items():
+        assert value in bash, name
+    rel_figures.add("redaction_cases", len(secret) + len(public))
+
+
+env_names = st.lists(
+    st.sampled_from(["OPENAI", "API", "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PWD", "PASS",
+                     "AUTH", "PRIVATE", "CREDENTIAL", "CREDENTIALS", "DB", "PG", "HOME", "PATH",
+                     "DIR", "NAME", "USER", "2", "10", "MY", "APP", "AUTHOR", "KEYBOARD"]),
+    min_size=1, max_size=4,
+).flatmap(lambda words: st.sampled_from(["_", ""]).map(lambda sep: sep.join(words)))
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(name=env_names)
+def test_bash_tool_and_redactor_scrub_the_same_names(name):
+    """One list everywhere: a value the bash tool scrubs from its output never reaches a
+    session file through `read` or model text either, and the other way round."""
+    from pi_nb.agent.tools import redact_secrets
+
+    value = "v4lue-of-the-variable"
+    env = {name: value}
+    by_bash = value not in redact_secrets(f"out {value} end", env)
+    by_redactor = value not in redact(f"out {value} end", env)
+    assert by_bash == by_redactor, name
+    rel_figures.add("redaction_cases")
+
+
+def test_more_ordinary_text_is_left_alone(monkeypatch):
+    """Words, URLs without credentials and short or boolean env values change nothing."""
+    monkeypatch.setenv("ENABLE_TOKEN", "1")
+    monkeypatch.setenv("USE_AUTH", "true")
+    monkeypatch.setenv("DB_PASSWORD", "short")
+    samples = [
+        "Enter your password, then the token from the authenticator app.",
+        "The secret key is stored in a vault; rotate credentials monthly (PASSWORD policy).",
+        "1 + 1 = 2, true or false, 1 1 1 short",
+        "https://example.com:8080/path?user=a@b.c and ssh://git@github.com/org/repo.git",
+        "http://[::1]:8000/ and mailto:someone@example.com and user@host:22",
+        "git clone git@github.com:org/repo.git; scp file user@host:/tmp/",
+        "Hey Jude, eyJ is how base64 of '{\"' starts; eyJhbGciOi alone is no token.",
+        "Use sk_live_ or sk_test_ prefixes; pk_live_51H8abcdefghijklmnopqrstu is public.",
+        "The xoxb- prefix marks Slack bot tokens.",
+        "a.b.c version 1.2.3 and file.tar.gz",
+        "time 12:30@home, ratio 3:4",
+    ]
+    for text in samples:
+        assert redact(text) is text, text
+    rel_figures.add("redaction_cases", len(samples))
+
+
+def test_read_output_and_model_text_are_redacted_in_the_session_file(tmp_path, monkeypatch):
+    """End to end through Session and pinb/scripted: a file the `read` tool returns and a
+    reply the model writes carry every new shape and env values under broad names; the
+    session file holds none of them, and the next prompt still works."""
+    from pi_nb.agent import Session
+
+    pg, numbered = "pg-Hunter2-Live9", "openai-second-key-7Qx"
+    monkeypatch.setenv("PGPASSWORD", pg)
+    monkeypatch.setenv("OPENAI_API_KEY_2", numbered)
+    stripe = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    slack = "xoxb-123456789012-" + "AbCdEfGhIjKlMnOpQrStUvWx"
+    jwt = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+           "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+    url_password = "s3cr3t-Url-Pass"
+    (tmp_path / "config.env").write_text(
+        f"DATABASE_URL=postgres://app:{url_password}@db.internal:5432/app\n"
+        f"STRIPE={stripe}\nSLACK={slack}\nSESSION={jwt}\nPG={pg}\n", encoding="utf-8")
+    script = [
+        {"text": "Reading the config.", "tool_calls": [{"name": "read", "arguments": {"path": "config.env"}}]},
+        f"Found {stripe}, {slack} and the second key {numbered}; token {jwt}; "
+        f"redis://:{url_password}@cache:6379",
+        "next prompt answered",
+    ]
+    session = Session.new(tmp_path / "s.jsonl", cwd=tmp_path, script=script)
+    result = session.prompt("what is in config.env?")
+    assert result.error is None, result.error
+    results = [m for m in session.tree.projection().messages if m.get("role") == "toolResult"]
+    assert results and "DATABASE_URL=postgres://app:" in json.dumps(results)  # read really ran
+    assert session.prompt("and now?").text == "next prompt answered"
+    session.close()
+    data = (tmp_path / "s.jsonl").read_text(encoding="utf-8")
+    for secret in (pg, numbered, stripe, slack, jwt, url_password):
+        assert secret not in data, secret
+    assert "[REDACTED:PGPASSWORD]" in data and "[REDACTED:OPENAI_API_KEY_2]" in data
+    assert "sk_live_[REDACTED]" in data and "xoxb-[REDACTED]" in data and "eyJ[REDACTED]" in data
+    assert f"postgres://app:{REDACTED}@db.internal:5432/app" in data
+    rel_figures.add("redaction_cases", 6)
+
+
+@pytest.mark.parametrize("text", ["eyJ" * 30_000, "eyJ" * 30_000 + "." + "a" * 9, "://a:" + "b" * 100_000,
+                                  "xoxb-" * 20_000, "://" * 30_000])
+def test_redaction_stays_linear_on_long_key_like_runs(text):
+    """A long base64 run full of "eyJ" (image data, a hostile file) must not make the JWT
+    rule rescan the run from every occurrence: 90 KB took 18 s that way."""
+    import time
+
+    started = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - started < 2.0
