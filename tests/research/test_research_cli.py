@@ -78,7 +78,8 @@ def test_compare_command_formats(session_file: str, capsys: pytest.CaptureFixtur
         == 0
     )
     csv = capsys.readouterr().out.splitlines()
-    assert csv[0].startswith("session,strategy,model") and csv[1].startswith("s,extractive,")
+    assert csv[0].startswith("session,source,strategy,model,summarizer")
+    assert csv[1].startswith("s,synthetic,extractive,pinb/scripted,extractive (no model),")
     assert compare_command([session_file], "mask", "pinb/scripted", "table") == 0
     assert "probe_all" in capsys.readouterr().out
 
