@@ -133,7 +133,7 @@ _PAGERS = frozenset({"cat", "sed", "head", "tail", "less", "more", "nl", "bat"})
 _PATCH_HEADER = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$", re.M)
 _FILE_SUFFIX = "py|pyi|ipynb|md|rst|txt|toml|yaml|yml|json|jsonl|cfg|ini|js|ts|tsx|jsx|rs|go|sh|c|h|cpp|java|rb|html|css|sql|csv|xml|lock|log"
 _FILE = re.compile(
-    rf"(?<![\w/.~:-])(?:~?/)?(?:[\w.-]+/)+[\w.-]+|(?<![\w/.~:-])[\w-][\w.-]*\.(?:{_FILE_SUFFIX})(?![\w/-])"
+    rf"(?<![\w/.~:-])(?:~?/)?(?:[\w.-]+/)+[\w-]+(?:\.[\w-]+)*|(?<![\w/.~:-])[\w-][\w.-]*\.(?:{_FILE_SUFFIX})(?![\w/-])"
 )
 # An exception name followed by its message: "NameError: name 'x' …", "KeyError: 'id'".
 _RAISED = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+:\s+\S")

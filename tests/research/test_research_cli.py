@@ -112,3 +112,26 @@ def test_compare_command_rejects_a_non_session(tmp_path: Path, capsys) -> None:
     bogus.write_text("hello\n")
     assert compare_command([str(bogus)], "mask", "pinb/scripted", "json") == 2
     assert "not a Pi session" in capsys.readouterr().err
+
+
+def test_compare_judge_flag_and_notices_on_stderr(session_file: str, capsys) -> None:
+    from pi_nb.cli import main
+
+    argv = ["compare", session_file, "--strategies", "pi,window:1500", "--keep", "1500"]
+    assert main([*argv, "--judge", "pinb/scripted", "--judge-grader", "match"]) == 0
+    captured = capsys.readouterr()
+    header = captured.out.splitlines()[0].split()
+    assert {"summarizer", "source", "judge_score", "judge_error"} <= set(header)
+    assert "extractive stand-in" in captured.out
+    assert "note: summaries of pi came from the extractive stand-in" in captured.err
+    # The scripted judge's "(script finished)" is no grade: the failure is shown, not a 0.
+    assert main([*argv, "--judge", "pinb/scripted", "--json"]) == 0
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)
+    assert all(r["judge_score"] is None and "unparseable" in r["judge_error"] for r in rows)
+    assert "note: judge: 2 run(s) with ungraded probes" in captured.err
+    assert main([*argv, "--price-model", "no-such-model-xyz", "--json"]) == 0
+    captured = capsys.readouterr()
+    pi = next(r for r in json.loads(captured.out) if r["strategy"] == "pi")
+    assert pi["cost"] is None and "no-such-model-xyz" in pi["cost_note"]
+    assert "note: no price for no-such-model-xyz in litellm's table" in captured.err
