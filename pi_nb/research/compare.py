@@ -15,10 +15,10 @@ What a row means:
   ``"extractive (no model)"`` for the extractive strategy, ``"none"`` when nothing was
   summarized;
 - the compaction point (``at``): by default the session's own last ``compaction`` entry
-  when it has one (an agent's real compaction), else its leaf. With a continuation after
-  the point, ``probe_all`` is the recall of the **needed-later** probes (the facts the
-  session used again after the cut; ``probe_basis`` says which) — else of the heuristic
-  probes;
+  when it has one (an agent's real compaction), else its leaf. When the session goes on
+  after the point and uses facts of the compacted span again, ``probe_all`` is the recall
+  of those **needed-later** probes — else of the heuristic probes (``probe_basis`` says
+  which; ``probe_heuristic`` is always there);
 - ``cost``: priced from the token counts with litellm's table (cached input at the cache
   rate); NaN with a ``cost_note`` when the model has no price — never a made-up 0.0;
 - ``judge_model``: an LLM judge answers the probe questions from the compacted context and
@@ -154,12 +154,14 @@ def summarizer_label(compactor: Any, result: Any, model: str, completion: Any) -
     """What wrote ``result``'s summary (the ``summarizer`` column)."""
     from .strategies import CallableStrategy, Extractive, SlidingWindow
 
+    if not result.compacted:
+        return "none"
     if isinstance(compactor, Extractive):
         return "extractive (no model)"
     if isinstance(compactor, CallableStrategy):
         return f"function {compactor.label}"
     if isinstance(compactor, SlidingWindow):
-        return "none (truncation note)" if result.compacted else "none"
+        return "none (truncation note)"
     if not result.calls:
         return "none"
     if completion is not None:
@@ -203,7 +205,8 @@ def run_job(job: _Job) -> dict[str, Any]:
         span = compacted_span(tree, job.settings, fork)
         probes = extract_probes(span)
         later = needed_later_probes(span, point.continuation) if point.has_continuation else []
-        row["probe_basis"] = "needed_later" if point.has_continuation else "heuristic"
+        # needed_later when the continuation used any fact of the span again.
+        row["probe_basis"] = "needed_later" if later else "heuristic"
         result = job.strategy.compact(
             tree,
             model=job.model,
@@ -242,7 +245,7 @@ def run_job(job: _Job) -> dict[str, Any]:
         for category in CATEGORIES:
             row[f"probe_{category}"] = normalized[category]
         row["probe_heuristic"] = probe_recall(heuristic)["all"]
-        if point.has_continuation:
+        if later:
             row["probe_all"] = normalized["needed_later"]
             row["probe_all_exact"] = exact["needed_later"]
         else:

@@ -132,3 +132,17 @@ def test_compare_defaults_to_needed_later_with_a_continuation() -> None:
     assert (
         leaf["probe_basis"][0] == "heuristic" and leaf["probe_all"][0] == leaf["probe_heuristic"][0]
     )
+    # A continuation that uses nothing of the span again: the heuristic probes are the basis.
+    idle = new_tree()
+    for message in SPAN:
+        idle.append_message(message)
+    point = idle.append_message(assistant("Pausing here.", tokens=0))["id"]
+    idle.append_message(user("Thanks, that is all."))
+    idle.append_message(assistant("Glad to help.", tokens=0))
+    quiet = compare_strategies(
+        {"q": idle}, ["window:10"], settings=settings, at=point, progress=False
+    )
+    assert (
+        quiet["probe_basis"][0] == "heuristic"
+        and quiet["probe_all"][0] == quiet["probe_heuristic"][0]
+    )
