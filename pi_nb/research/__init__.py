@@ -40,6 +40,7 @@ from .probes import (
     probe_recall,
     score_probes,
 )
+from .replay import replay_continuation
 from .strategies import (
     STRATEGIES,
     CallableStrategy,
@@ -97,6 +98,7 @@ __all__ = [
     "plot_survival",
     "probe_recall",
     "prompt_editor",
+    "replay_continuation",
     "score_probes",
     "tune",
 ]
