@@ -629,13 +629,28 @@ def study_notes(frame: pd.DataFrame) -> list[str]:
 # --- plots ----------------------------------------------------------------------------------
 
 
-def plot_comparison(frame: pd.DataFrame, figsize: tuple[float, float] = (13, 3.8)) -> Figure:
+def plot_comparison(
+    frame: pd.DataFrame, figsize: tuple[float, float] = (13, 3.8), *, source: str | None = None
+) -> Figure:
     """Three panels: compression ratio per strategy, probe recall per category and
     strategy, and context size after compaction against overall recall (one point per
-    session × strategy). Means are over sessions; failed runs are left out."""
+    session × strategy). Means are over sessions; failed runs are left out.
+
+    Synthetic and real sessions are never averaged together: a frame with both needs
+    ``source="synthetic"`` or ``source="real"`` (ValueError otherwise).
+    """
     import matplotlib.pyplot as plt
 
     data = frame[frame["error"].isna()] if "error" in frame else frame
+    sources = sorted(set(data["source"].dropna())) if "source" in data else []
+    if source is not None:
+        data = data[data["source"] == source]
+    elif len(sources) > 1:
+        raise ValueError(
+            "the table mixes synthetic and real sessions: plot them apart "
+            "(plot_comparison(frame, source='synthetic') or source='real')"
+        )
+    label = f" — {source or sources[0]} sessions" if (source or sources) else ""
     fig, axes = plt.subplots(1, 3, figsize=figsize)
     order = list(dict.fromkeys(data["strategy"]))
     means = data.groupby("strategy", sort=False).mean(numeric_only=True).reindex(order)
@@ -644,7 +659,7 @@ def plot_comparison(frame: pd.DataFrame, figsize: tuple[float, float] = (13, 3.8
 
     ax = axes[0]
     ax.bar(order, means["compression_ratio"], color=[color_of[s] for s in order])
-    ax.set_title("compression (tokens before / after)")
+    ax.set_title(f"compression (tokens before / after){label}")
     ax.tick_params(axis="x", rotation=30)
 
     ax = axes[1]

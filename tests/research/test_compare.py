@@ -190,7 +190,11 @@ def test_price_model_and_plot(sessions: dict[str, str]) -> None:
     assert (pi["cost"] > 0).all()  # scripted calls priced as gpt-4o-mini
     assert (frame[frame["strategy"] == "window"]["cost"] == 0).all()
     figure = plot_comparison(frame)
-    assert len(figure.axes) == 3
+    assert len(figure.axes) == 3 and "synthetic sessions" in figure.axes[0].get_title()
+    mixed = frame.assign(source=["real"] + ["synthetic"] * (len(frame) - 1))
+    with pytest.raises(ValueError, match="mixes synthetic and real"):
+        plot_comparison(mixed)
+    assert len(plot_comparison(mixed, source="real").axes) == 3
 
 
 def test_dask_local_cluster_executor(sessions: dict[str, str]) -> None:
