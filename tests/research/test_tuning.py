@@ -74,3 +74,27 @@ def test_prompt_editor_returns_the_edited_prompt_set() -> None:
     assert "application/vnd.jupyter.widget-view+json" in editor._repr_mimebundle_()
     with pytest.raises(ValueError, match="unknown prompt fields"):
         prompt_editor(fields=("nope",))
+
+
+def test_rows_name_the_stand_in_and_unknown_prices_are_nan() -> None:
+    import math
+
+    session = generate_session(10, seed=1)
+    offline = tune(session, [DEFAULT_PROMPTS], settings=SETTINGS).frame
+    assert offline["summarizer"][0] == "extractive stand-in" and offline["cost"][0] == 0.0
+    unknown = tune(
+        session,
+        [DEFAULT_PROMPTS],
+        "no-such-model-xyz",
+        settings=SETTINGS,
+        completion=follow_layout(lambda model, messages, **kw: _scripted(messages, **kw)),
+    ).frame
+    assert unknown["summarizer"][0] == "no-such-model-xyz (custom completion)"
+    assert math.isnan(unknown["cost"][0])
+    assert "no-such-model-xyz" in unknown["cost_note"][0]
+
+
+def _scripted(messages, **kwargs):
+    from pi_nb.llm import complete
+
+    return complete("pinb/scripted", messages, stream=False, **kwargs)
