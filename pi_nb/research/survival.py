@@ -11,7 +11,8 @@ With ``judge_model`` an LLM judge also answers the probe questions from each rou
 context and grades the answers 0–5 (:func:`pi_nb.research.judge.judge_probes`): the
 ``judge_score`` column, failures in ``judge_error``, the audit log in
 ``frame.attrs["judge_log"]``. The ``source`` column says whether the session was generated
-(``"synthetic"``) or a real transcript (``"real"``).
+(``"synthetic"``) or a real transcript (``"real"``); the turns appended between
+compactions are generated either way.
 """
 
 from __future__ import annotations

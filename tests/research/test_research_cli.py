@@ -135,3 +135,19 @@ def test_compare_judge_flag_and_notices_on_stderr(session_file: str, capsys) -> 
     pi = next(r for r in json.loads(captured.out) if r["strategy"] == "pi")
     assert pi["cost"] is None and "no-such-model-xyz" in pi["cost_note"]
     assert "note: no price for no-such-model-xyz in litellm's table" in captured.err
+
+
+def test_compare_at_and_replay_flags(session_file: str, capsys) -> None:
+    from pi_nb.cli import main
+
+    argv = ["compare", session_file, "--strategies", "window:300", "--keep", "300", "--json"]
+    assert main([*argv, "--at", "-8", "--replay"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["error"] is None and row["probe_basis"] == "needed_later"
+    # pinb/scripted without a script replies "(script finished)": no step to compare.
+    assert row["next_full"] == row["next_compacted"] == "(no tool call)"
+    assert row["continuation_agreement"] is None and row["next_actual"].startswith("read ")
+    assert main([*argv, "--at", "no-such-entry"]) == 0
+    captured = capsys.readouterr()
+    assert "is not an entry of the branch" in json.loads(captured.out)[0]["error"]
+    assert "1 run(s) failed" in captured.err
