@@ -139,6 +139,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         jobs=args.jobs,
         price_model=args.price_model,
+        judge_model=args.judge,
+        judge_grader=args.judge_grader,
+        at=args.at,
+        replay=args.replay,
     )
 
 
@@ -258,6 +262,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", help="cache results here (reruns make no model calls)")
     p.add_argument("--jobs", type=_non_negative, default=1, help="parallel workers")
     p.add_argument("--price-model", help="price the calls as this model (litellm table)")
+    p.add_argument(
+        "--judge", metavar="MODEL", help="an LLM judge answers and grades the probes (0-5)"
+    )
+    p.add_argument(
+        "--judge-grader",
+        choices=("judge", "match"),
+        default="judge",
+        help="grade the judge's answers by the judge (default) or by string match",
+    )
+    p.add_argument(
+        "--at", help="compaction point: entry id or branch index (default: the last compaction)"
+    )
+    p.add_argument(
+        "--replay", action="store_true", help="ask for the next step with full / compacted context"
+    )
 
     p = add("demo", cmd_demo, "print tree, context and tokens of a session (sample by default)")
     p.add_argument("file", nargs="?")

@@ -5,7 +5,10 @@ Submodules (all imported here; none imports pandas or matplotlib before a functi
 
 - :mod:`.importers` — Pi / Claude Code / Codex / OpenAI transcripts → Pi session trees;
 - :mod:`.strategies` — the :class:`~.strategies.Compactor` protocol and the strategies;
-- :mod:`.probes` — probes extracted from the compacted span, offline scoring, LLM judge;
+- :mod:`.probes` — probes extracted from the compacted span (and the facts the continuation
+  used again), offline scoring;
+- :mod:`.judge` — the LLM judge: answers from the compacted context, 0–5 grades, audit log;
+- :mod:`.replay` — continuation replay: the next step with the full and the compacted context;
 - :mod:`.survival` — fact survival over repeated compactions;
 - :mod:`.synthetic` — generated long sessions with planted facts;
 - :mod:`.compare` — the batch runner (executors, cache, resume) and its plots;
@@ -26,7 +29,18 @@ from .importers import (
     import_pi,
     import_transcript,
 )
-from .probes import Probe, compacted_span, extract_probes, judge_probes, probe_recall, score_probes
+from .judge import judge_probes, judge_scores
+from .probes import (
+    CompactionPoint,
+    Probe,
+    compacted_span,
+    compaction_point,
+    extract_probes,
+    needed_later_probes,
+    probe_recall,
+    score_probes,
+)
+from .replay import replay_continuation
 from .strategies import (
     STRATEGIES,
     CallableStrategy,
@@ -49,6 +63,7 @@ from .tuning import TuningResult, prompt_editor, tune
 __all__ = [
     "STRATEGIES",
     "CallableStrategy",
+    "CompactionPoint",
     "Compactor",
     "Extractive",
     "Hybrid",
@@ -64,6 +79,7 @@ __all__ = [
     "TuningResult",
     "callable_strategy",
     "compacted_span",
+    "compaction_point",
     "compare_strategies",
     "detect_format",
     "extract_probes",
@@ -76,10 +92,13 @@ __all__ = [
     "import_pi",
     "import_transcript",
     "judge_probes",
+    "judge_scores",
+    "needed_later_probes",
     "plot_comparison",
     "plot_survival",
     "probe_recall",
     "prompt_editor",
+    "replay_continuation",
     "score_probes",
     "tune",
 ]

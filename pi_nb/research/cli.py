@@ -4,7 +4,7 @@ The functions here take plain arguments and return an exit status (0 ok, 2 for a
 mistake, printed as one line on stderr), so the main ``pi-nb`` parser only has to wire them:
 
     pi-nb import {pi,claude-code,codex,openai} SRC -o OUT.jsonl
-    pi-nb compare FILE... --strategies NAMES --model M [--json|--csv]
+    pi-nb compare FILE... --strategies NAMES --model M [--judge J] [--replay] [--json|--csv]
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ __all__ = ["compare_command", "import_command"]
 #: Columns printed by ``pi-nb compare`` as a table (JSON and CSV carry every column).
 TABLE_COLUMNS = (
     "session",
+    "source",
     "strategy",
+    "summarizer",
     "tokens_before",
     "tokens_after",
     "compression_ratio",
@@ -31,9 +33,13 @@ TABLE_COLUMNS = (
     "probe_artifact",
     "probe_continuation",
     "probe_decision",
+    "probe_needed_later",
     "probe_all",
     "error",
 )
+#: Shown in the table only when the study asked for them.
+JUDGE_COLUMNS = ("judge_score", "judge_error")
+REPLAY_COLUMNS = ("continuation_agreement", "matches_actual")
 
 
 def _fail(command: str, message: Any) -> int:
@@ -104,8 +110,17 @@ def compare_command(
     cache_dir: str | None = None,
     jobs: int = 1,
     price_model: str | None = None,
+    judge_model: str | None = None,
+    judge_grader: str = "judge",
+    at: str | None = None,
+    replay: bool = False,
 ) -> int:
     """Compare strategies on session files and print the table (``fmt``: table, json, csv).
+
+    ``judge_model``: an LLM judge grades the probes (``judge_score`` 0–5); ``judge_grader``
+    ``"match"`` string-matches its answers instead. ``at``: the compaction point (an entry
+    id, or a branch index such as ``-20``). ``replay``: continuation replay. The study's
+    notices (unknown prices, judge failures, the extractive stand-in) go to stderr.
 
     ``strategies`` is a list of specs or one comma-separated string (``"pi,mask:3"`` —
     use ``;`` between strategies when a spec itself has commas); None runs the defaults.
@@ -145,6 +160,9 @@ def compare_command(
         )
     except (ValueError, TypeError, SettingsError) as exc:
         return _fail("compare", exc)
+    point: str | int | None = at
+    if isinstance(at, str) and at.lstrip("-").isdigit():
+        point = int(at)
     executor = None
     try:
         if jobs > 1:
@@ -160,6 +178,10 @@ def compare_command(
             cache_dir=cache_dir,
             progress=sys.stderr.isatty(),
             price_model=price_model,
+            judge_model=judge_model,
+            judge_grader=judge_grader,
+            at=point,
+            replay=replay,
         )
     except Exception as exc:  # not a session file, unknown model …
         return _fail("compare", exc)
@@ -174,8 +196,16 @@ def compare_command(
     elif fmt == "csv":
         frame.to_csv(sys.stdout, index=False)
     else:
-        table = frame[list(TABLE_COLUMNS)]
+        columns = [
+            *TABLE_COLUMNS[:-1],
+            *(JUDGE_COLUMNS if judge_model else ()),
+            *(REPLAY_COLUMNS if replay else ()),
+            TABLE_COLUMNS[-1],
+        ]
+        table = frame[columns]
         sys.stdout.write(table.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
+    for note in frame.attrs.get("notes", []):
+        sys.stderr.write(f"pi-nb compare: note: {note}\n")
     failed = frame["error"].notna().sum()
     if failed:
         sys.stderr.write(f"pi-nb compare: {failed} run(s) failed (see the error column)\n")

@@ -5,6 +5,28 @@ an in-memory copy, from the same fork point (the session's leaf) — and returns
 (session, strategy): tokens before / after, compression ratio, summary tokens, model calls,
 tokens and cost spent, probe recall per category, wall time.
 
+What a row means:
+
+- ``source``: ``"synthetic"`` (a :func:`~pi_nb.research.synthetic.generate_session`
+  session) or ``"real"`` (a transcript) — report them apart;
+- ``summarizer``: what wrote the summary — the model's name, ``"extractive stand-in"``
+  when the model was ``pinb/scripted`` (which answers every summary request with the
+  extractive summarizer: offline, ``pi`` and ``extractive`` are then one algorithm),
+  ``"extractive (no model)"`` for the extractive strategy, ``"none"`` when nothing was
+  summarized;
+- the compaction point (``at``): by default the session's own last ``compaction`` entry
+  when it has one (an agent's real compaction), else its leaf. When the session goes on
+  after the point and uses facts of the compacted span again, ``probe_all`` is the recall
+  of those **needed-later** probes — else of the heuristic probes (``probe_basis`` says
+  which; ``probe_heuristic`` is always there);
+- ``cost``: priced from the token counts with litellm's table (cached input at the cache
+  rate); NaN with a ``cost_note`` when the model has no price — never a made-up 0.0;
+- ``judge_model``: an LLM judge answers the probe questions from the compacted context and
+  grades the answers 0–5 (``judge_score``, ``judge_<category>``, failures in
+  ``judge_error``); the questions, answers and grades are in ``frame.attrs["judge_log"]``;
+- ``replay``: the next step with the full and with the compacted context
+  (``continuation_agreement``) and against what the agent actually did (``matches_actual``).
+
 At scale:
 
 - ``executor``: any ``concurrent.futures``-style executor (``ThreadPoolExecutor``,
@@ -34,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .probes import CATEGORIES
+from .probes import CATEGORIES, PROBE_TYPES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,16 +66,21 @@ if TYPE_CHECKING:
     from ..entries import Message
     from .strategies import Compactor
 
-__all__ = ["COLUMNS", "compare_strategies", "plot_comparison", "run_job"]
+__all__ = ["COLUMNS", "EXTRACTIVE_STAND_IN", "compare_strategies", "plot_comparison", "run_job"]
 
 #: Bump when a change makes cached rows stale.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+
+#: ``summarizer`` of a summary written by ``pinb/scripted`` (the extractive summarizer).
+EXTRACTIVE_STAND_IN = "extractive stand-in"
 
 #: Columns of the comparison table, in order.
 COLUMNS = (
     "session",
+    "source",
     "strategy",
     "model",
+    "summarizer",
     "compacted",
     "tokens_before",
     "tokens_after",
@@ -63,12 +90,25 @@ COLUMNS = (
     "input_tokens",
     "output_tokens",
     "cost",
+    "cost_note",
+    "compaction_point",
+    "probe_basis",
     "probes",
     *(f"probe_{c}" for c in CATEGORIES),
     "probe_all",
     "probe_all_exact",
+    "probe_heuristic",
     "summary_recall",
-    "judge_all",
+    "judge_score",
+    *(f"judge_{c}" for c in CATEGORIES),
+    "judge_grader",
+    "judge_error",
+    "continuation_agreement",
+    "matches_actual",
+    "next_full",
+    "next_compacted",
+    "next_actual",
+    "replay_error",
     "wall_time_s",
     "cached",
     "error",
@@ -95,6 +135,14 @@ class _Job:
     price_model: str | None
     judge_model: str | None
     key: str
+    at: Any = None
+    judge_grader: str = "judge"
+    judge_completion: Any = None
+    judge_options: Any = None
+    replay: bool = False
+    replay_model: str | None = None
+    replay_completion: Any = None
+    replay_options: Any = None
 
 
 def _job_key(parts: Sequence[Any]) -> str:
@@ -102,11 +150,41 @@ def _job_key(parts: Sequence[Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def summarizer_label(compactor: Any, result: Any, model: str, completion: Any) -> str:
+    """What wrote ``result``'s summary (the ``summarizer`` column)."""
+    from .strategies import CallableStrategy, Extractive, SlidingWindow
+
+    if not result.compacted:
+        return "none"
+    if isinstance(compactor, Extractive):
+        return "extractive (no model)"
+    if isinstance(compactor, CallableStrategy):
+        return f"function {compactor.label}"
+    if isinstance(compactor, SlidingWindow):
+        return "none (truncation note)"
+    if not result.calls:
+        return "none"
+    if completion is not None:
+        return f"{model} via {_callable_name(completion)}"
+    if model.split("/")[:2] == ["pinb", "scripted"]:
+        return EXTRACTIVE_STAND_IN
+    return model
+
+
 def run_job(job: _Job) -> dict[str, Any]:
     """Run one (session, strategy) pair and return its row (never raises for a failed
     compaction: the error goes in the ``error`` column)."""
     from ._sessions import load_session
-    from .probes import compacted_span, context_text, extract_probes, probe_recall, score_probes
+    from .probes import (
+        compacted_span,
+        compaction_point,
+        context_text,
+        extract_probes,
+        needed_later_probes,
+        probe_recall,
+        score_probes,
+    )
+    from .synthetic import session_source
 
     row: dict[str, Any] = {
         "session": job.session,
@@ -120,8 +198,15 @@ def run_job(job: _Job) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         tree = load_session(job.session_path)
-        fork = tree.leaf_id
-        probes = extract_probes(compacted_span(tree, job.settings, fork))
+        row["source"] = session_source(tree)
+        point = compaction_point(tree, job.at)
+        fork = point.fork_id
+        row["compaction_point"] = point.compaction_id or fork
+        span = compacted_span(tree, job.settings, fork)
+        probes = extract_probes(span)
+        later = needed_later_probes(span, point.continuation) if point.has_continuation else []
+        # needed_later when the continuation used any fact of the span again.
+        row["probe_basis"] = "needed_later" if later else "heuristic"
         result = job.strategy.compact(
             tree,
             model=job.model,
@@ -141,30 +226,63 @@ def run_job(job: _Job) -> dict[str, Any]:
             "model_calls",
             "input_tokens",
             "output_tokens",
-            "cost",
             "note",
         ):
             row[name] = facts[name]
-        if job.price_model and result.usage:
-            from .importers._base import price
+        row["summarizer"] = summarizer_label(job.strategy, result, job.model, job.completion)
+        if result.calls:
+            from .costs import usage_cost
 
-            row["cost"] = price(job.price_model, result.usage)["total"]
+            row["cost"], row["cost_note"] = usage_cost(job.price_model or job.model, result.usage)
+        else:
+            row["cost"], row["cost_note"] = 0.0, None  # no model call: nothing spent
         text = context_text(tree.projection(result.leaf_id).messages)
-        scored = score_probes(probes, text)
+        everything = [*probes, *later]
+        scored = score_probes(everything, text)
         normalized, exact = probe_recall(scored), probe_recall(scored, "exact")
-        row["probes"] = len(probes)
+        heuristic = scored[scored["category"].isin(PROBE_TYPES)]
+        row["probes"] = len(everything)
         for category in CATEGORIES:
             row[f"probe_{category}"] = normalized[category]
-        row["probe_all"] = normalized["all"]
-        row["probe_all_exact"] = exact["all"]
+        row["probe_heuristic"] = probe_recall(heuristic)["all"]
+        if later:
+            row["probe_all"] = normalized["needed_later"]
+            row["probe_all_exact"] = exact["needed_later"]
+        else:
+            row["probe_all"] = row["probe_heuristic"]
+            row["probe_all_exact"] = probe_recall(heuristic, "exact")["all"]
         row["summary_recall"] = (
-            probe_recall(score_probes(probes, result.summary))["all"] if result.summary else None
+            probe_recall(score_probes(everything, result.summary))["all"]
+            if result.summary
+            else None
         )
         if job.judge_model:
-            from .probes import judge_probes
+            from .judge import judge_probes, judge_scores
 
-            judged = judge_probes(probes, text, job.judge_model)
-            row["judge_all"] = float(judged["score"].mean()) if len(judged) else None
+            judged = judge_probes(
+                everything,
+                text,
+                job.judge_model,
+                grader=job.judge_grader,
+                completion=job.judge_completion,
+                **(job.judge_options or {}),
+            )
+            row.update(judge_scores(judged))
+            row["judge_log"] = judged.to_dict(orient="records")
+        if job.replay:
+            from .replay import replay_continuation
+
+            replayed = replay_continuation(
+                tree,
+                fork,
+                result.leaf_id or fork,
+                job.replay_model or job.model,
+                continuation=point.continuation,
+                completion=job.replay_completion,
+                **(job.replay_options or {}),
+            )
+            replayed.pop("replay_steps", None)
+            row.update(replayed)
     except Exception as exc:  # a failed run is a row, not a crash of the study
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
     row["wall_time_s"] = time.perf_counter() - started
@@ -318,6 +436,14 @@ def compare_strategies(
     window: int | None = None,
     price_model: str | None = None,
     judge_model: str | None = None,
+    judge_grader: str = "judge",
+    judge_completion: Callable[..., Message] | None = None,
+    judge_options: Mapping[str, Any] | None = None,
+    at: str | int | None = None,
+    replay: bool = False,
+    replay_model: str | None = None,
+    replay_completion: Callable[..., Message] | None = None,
+    replay_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Run ``strategies`` on ``sessions`` and return the comparison table.
 
@@ -339,11 +465,25 @@ def compare_strategies(
         window: the summarizer's context window (default: litellm's table).
         price_model: price the summary calls as if made with this model (litellm's table),
             e.g. to estimate what a study would cost while running it offline.
-        judge_model: also ask this model the probe questions (``judge_all`` column).
+        judge_model: an LLM judge (:func:`~pi_nb.research.judge.judge_probes`): it answers
+            the probe questions from the compacted context and grades the answers 0–5
+            (``judge_score``, ``judge_<category>``; failures in ``judge_error``).
+        judge_grader: ``"judge"`` (graded by ``judge_model``) or ``"match"`` (the answers
+            string-matched: cheap, offline; ``judge_grader`` = ``"string match"``).
+        judge_completion, judge_options: a custom model call / call options for the judge
+            (``{"mock_response": …}``, ``{"script": …}``).
+        at: the compaction point of every session (entry id, or branch index; negative
+            from the end); default: the session's last ``compaction`` entry, else its leaf.
+        replay: also ask ``replay_model`` (default ``model``) for the next step with the
+            full and the compacted context (``continuation_agreement``, ``matches_actual``).
+        replay_completion, replay_options: custom model call / options for the replay.
 
     Returns:
         One row per (session, strategy) with the columns of :data:`COLUMNS`, in input
-        order whatever order the jobs finished in.
+        order whatever order the jobs finished in. ``frame.attrs["judge_log"]``: every
+        judge question, answer and grade (with ``session`` and ``strategy``);
+        ``frame.attrs["notes"]``: one-line notices (unknown prices, the extractive
+        stand-in) for the caller to show — the CLI prints them on stderr.
     """
     import pandas as pd
 
@@ -374,6 +514,14 @@ def compare_strategies(
                 price_model,
                 judge_model,
                 _callable_name(completion),
+                at,
+                judge_grader,
+                _callable_name(judge_completion),
+                dict(judge_options or {}),
+                replay,
+                replay_model,
+                _callable_name(replay_completion),
+                dict(replay_options or {}),
             ]
             jobs.append(
                 _Job(
@@ -390,6 +538,14 @@ def compare_strategies(
                     price_model=price_model,
                     judge_model=judge_model,
                     key=_job_key(key_parts),
+                    at=at,
+                    judge_grader=judge_grader,
+                    judge_completion=judge_completion,
+                    judge_options=dict(judge_options or {}),
+                    replay=replay,
+                    replay_model=replay_model,
+                    replay_completion=replay_completion,
+                    replay_options=dict(replay_options or {}),
                 )
             )
     rows: dict[int, dict[str, Any]] = {}
@@ -427,23 +583,74 @@ def compare_strategies(
                 raise
     finally:
         bar.close()
-    frame = pd.DataFrame([rows[i] for i in sorted(rows)])
+    ordered = [rows[i] for i in sorted(rows)]
+    frame = pd.DataFrame(ordered)
     for column in COLUMNS:
         if column not in frame.columns:
             frame[column] = None
-    return frame[list(COLUMNS)]
+    frame = frame[list(COLUMNS)].copy()
+    frame.attrs["judge_log"] = _judge_log(ordered)
+    frame.attrs["notes"] = study_notes(frame)
+    return frame
+
+
+def _judge_log(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    from .judge import JUDGE_COLUMNS
+
+    records = [
+        {"session": row["session"], "strategy": row["strategy"], **entry}
+        for row in rows
+        for entry in row.get("judge_log") or []
+    ]
+    return pd.DataFrame(records, columns=["session", "strategy", *JUDGE_COLUMNS])
+
+
+def study_notes(frame: pd.DataFrame) -> list[str]:
+    """One-line notices about a comparison table: unknown prices (by model), judge
+    failures, and rows whose summary came from the extractive stand-in."""
+    notes = list(dict.fromkeys(n for n in frame["cost_note"] if isinstance(n, str)))
+    failed = frame[frame["judge_error"].notna()]
+    if len(failed):
+        notes.append(
+            f"judge: {len(failed)} run(s) with ungraded probes (see the judge_error column)"
+        )
+    stand_in = sorted(set(frame.loc[frame["summarizer"] == EXTRACTIVE_STAND_IN, "strategy"]))
+    if stand_in:
+        notes.append(
+            f"summaries of {', '.join(stand_in)} came from the extractive stand-in "
+            "(pinb/scripted), not a language model: offline they are the extractive "
+            "summarizer, not independent algorithms"
+        )
+    return notes
 
 
 # --- plots ----------------------------------------------------------------------------------
 
 
-def plot_comparison(frame: pd.DataFrame, figsize: tuple[float, float] = (13, 3.8)) -> Figure:
+def plot_comparison(
+    frame: pd.DataFrame, figsize: tuple[float, float] = (13, 3.8), *, source: str | None = None
+) -> Figure:
     """Three panels: compression ratio per strategy, probe recall per category and
     strategy, and context size after compaction against overall recall (one point per
-    session × strategy). Means are over sessions; failed runs are left out."""
+    session × strategy). Means are over sessions; failed runs are left out.
+
+    Synthetic and real sessions are never averaged together: a frame with both needs
+    ``source="synthetic"`` or ``source="real"`` (ValueError otherwise).
+    """
     import matplotlib.pyplot as plt
 
     data = frame[frame["error"].isna()] if "error" in frame else frame
+    sources = sorted(set(data["source"].dropna())) if "source" in data else []
+    if source is not None:
+        data = data[data["source"] == source]
+    elif len(sources) > 1:
+        raise ValueError(
+            "the table mixes synthetic and real sessions: plot them apart "
+            "(plot_comparison(frame, source='synthetic') or source='real')"
+        )
+    label = f" — {source or sources[0]} sessions" if (source or sources) else ""
     fig, axes = plt.subplots(1, 3, figsize=figsize)
     order = list(dict.fromkeys(data["strategy"]))
     means = data.groupby("strategy", sort=False).mean(numeric_only=True).reindex(order)
@@ -452,7 +659,7 @@ def plot_comparison(frame: pd.DataFrame, figsize: tuple[float, float] = (13, 3.8
 
     ax = axes[0]
     ax.bar(order, means["compression_ratio"], color=[color_of[s] for s in order])
-    ax.set_title("compression (tokens before / after)")
+    ax.set_title(f"compression (tokens before / after){label}")
     ax.tick_params(axis="x", rotation=30)
 
     ax = axes[1]

@@ -1,40 +1,47 @@
-"""Probes: facts extracted from the span being compacted, and whether they survive.
+"""Probes: facts from the span being compacted, and whether they survive.
 
 Factory.ai's probe-based evaluation asks four kinds of questions after compression:
 **recall** (specific details), **artifact** (which files were touched), **continuation** (what
-was going on / what comes next) and **decision** (what was decided, and why). Here the probes
-are extracted automatically and offline from the messages a compaction removes:
+was going on / what comes next) and **decision** (what was decided, and why). A fifth
+category, **needed_later**, is measured instead of guessed: at a compaction point of a
+session that goes on afterwards, the facts of the compacted span that the session's own
+continuation uses again (:func:`needed_later_probes`, :func:`compaction_point`).
+
+The heuristic probes are picked by the *structure* of the conversation (who said it, where,
+in which kind of message) and never by trigger words, so that no summarizer can score by
+using the probe extractor's own rules. This module shares no code and no word lists with
+any summarizer (the extractive baseline included; a test over both modules enforces it).
 
 =============  ==============  ===============================================================
-category       kind            extracted from
+category       kind            picked from
 =============  ==============  ===============================================================
-artifact       file_modified   edit / write / apply_patch tool calls (any agent's tool names)
-artifact       file_read       read / view tool calls, ``cat`` / ``sed`` shell commands
-recall         error           error lines of tool results (``…Error: …``, ``failed``)
-recall         identifier      code names in user / assistant text and tool arguments
-recall         value           numbers the user gave, numbers with units, test tallies
-recall         constraint      user sentences with must / never / always / don't / only …
-decision       decision        assistant sentences with decided / chose / instead / because …
+artifact       file_modified   tool calls whose arguments carry new content or a patch
+artifact       file_read       tool calls with a path and no new content, shell ``cat`` / …
+recall         error           tool results flagged as errors (``isError``, non-zero exit)
+recall         identifier      code names the user or assistant wrote, seen in 2+ messages
+recall         value           numbers written by the user or in the assistant's prose
+recall         constraint      a user message's sentences after its first one (the request)
+decision       decision        the longest explanatory sentence of an assistant message
 continuation   task            the last user request of the span
-continuation   next_step       assistant sentences with next / todo / remaining …
+continuation   next_step       the last sentence the assistant wrote before the cut
+needed_later   file, identifier, error, value, command — from the span, used again later
 =============  ==============  ===============================================================
 
 :func:`score_probes` checks each expected fact against a text (a summary, or the whole
 post-compaction context) by **exact** substring and by a **normalized** match (case and
 punctuation folded; paths by their last two components; sentences by keyword coverage).
-:func:`judge_probes` asks a model the probe questions instead (Factory's LLM judge); tests
-run it only with ``pinb/scripted`` or litellm's ``mock_response``.
+:mod:`pi_nb.research.judge` asks a model the probe questions instead (an LLM judge).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..compaction import CompactionSettings, prepare_compaction
-from ..entries import Message, js_stringify
+from ..entries import Entry, Message, js_stringify
 from ..messages import as_text, content_text
 
 if TYPE_CHECKING:
@@ -44,20 +51,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CATEGORIES",
+    "PROBE_TYPES",
     "QUESTIONS",
+    "CompactionPoint",
     "Probe",
     "compacted_span",
+    "compaction_point",
     "context_text",
     "extract_probes",
-    "judge_probes",
     "match_probe",
+    "needed_later_probes",
     "probe_frame",
     "probe_recall",
     "score_probes",
 ]
 
 #: Factory.ai's four probe types.
-CATEGORIES = ("recall", "artifact", "continuation", "decision")
+PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
+#: Every probe category: Factory's four, then the facts the continuation used again.
+CATEGORIES = (*PROBE_TYPES, "needed_later")
 
 #: The question asked for each probe kind (the answer is never in the question).
 QUESTIONS = {
@@ -70,7 +82,9 @@ QUESTIONS = {
     "constraint": "Which requirements, constraints or preferences did the user state?",
     "decision": "Which decisions were made, and why?",
     "task": "What is the user's current request?",
-    "next_step": "What was planned next?",
+    "next_step": "Where did the work stand at the end, and what was planned?",
+    "file": "Which files were read, created or modified so far? List their exact paths.",
+    "command": "Which shell commands were run so far? Quote them exactly.",
 }
 _CATEGORY = {
     "file_modified": "artifact",
@@ -93,64 +107,88 @@ LIMITS = {
     "constraint": 8,
     "decision": 6,
     "task": 1,
-    "next_step": 2,
+    "next_step": 1,
 }
+#: Default cap per kind of needed-later probe.
+NEEDED_LATER_LIMITS = {"file": 12, "identifier": 10, "error": 4, "value": 6, "command": 6}
 
-_READ_TOOLS = {"read", "read_file", "readfile", "view", "view_file", "cat", "open", "notebookread"}
-_EDIT_TOOLS = {
-    "edit",
-    "edit_file",
-    "str_replace",
-    "multiedit",
-    "multi_edit",
-    "notebookedit",
-    "apply_patch",
-    "patch",
-}
-_WRITE_TOOLS = {"write", "write_file", "create", "create_file"}
-_EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool"}
-_SHELL_TOOLS = {"bash", "shell", "sh", "local_shell", "exec", "run", "terminal"}
-_READ_VERBS = {"cat", "sed", "head", "tail", "less", "more", "nl", "bat", "view"}
-_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "notebook_path", "target_file")
-
-_EXTS = (
-    "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|json|jsonl|md|rst|txt|toml|yaml|yml|cfg|ini|sh|c|h|cc|"
-    "cpp|hpp|rs|go|java|kt|rb|php|html|css|scss|sql|csv|xml|lock|log|cs|swift|vue|lua|tf|proto"
+# Tool calls are classified by the shape of their arguments (any agent's names): a path
+# plus new content or a patch is a modification, a path alone under a reading tool a read.
+_PATH_ARGS = ("path", "file_path", "filepath", "filename", "notebook_path", "target_file")
+_CONTENT_ARGS = (
+    "oldText",
+    "newText",
+    "old_string",
+    "new_string",
+    "old_str",
+    "new_str",
+    "edits",
+    "content",
+    "file_text",
+    "new_source",
 )
-_PATH = re.compile(rf"(?<![\w/.:-])(?:~?/)?(?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_EXTS})(?![\w/-])")
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.M)
-_ERROR_TOKEN = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
-_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b|(?i:\bfailed\b)|^\s*(?i:error)\b")
-_CONSTRAINT = re.compile(
-    r"\b(must|never|always|don't|don’t|do not|should not|shouldn't|only|prefer|avoid|keep)\b",
-    re.I,
+_READING_NAMES = ("read", "view", "open", "cat")
+_CHANGING_NAMES = ("write", "edit", "patch", "create", "replace")
+_SHELL_ARGS = ("command", "cmd")
+_PAGERS = frozenset({"cat", "sed", "head", "tail", "less", "more", "nl", "bat"})
+_PATCH_HEADER = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$", re.M)
+_FILE_SUFFIX = "py|pyi|ipynb|md|rst|txt|toml|yaml|yml|json|jsonl|cfg|ini|js|ts|tsx|jsx|rs|go|sh|c|h|cpp|java|rb|html|css|sql|csv|xml|lock|log"
+_FILE = re.compile(
+    rf"(?<![\w/.~:-])(?:~?/)?(?:[\w.-]+/)+[\w-]+(?:\.[\w-]+)*|(?<![\w/.~:-])[\w-][\w.-]*\.(?:{_FILE_SUFFIX})(?![\w/-])"
 )
-_DECISION = re.compile(
-    r"\b(decided?|decision|chose|choose|chosen|instead|because|opted|going with|switch(?:ed)? to"
-    r"|will use|i'll use)\b",
-    re.I,
+# An exception name followed by its message: "NameError: name 'x' …", "KeyError: 'id'".
+_RAISED = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+:\s+\S")
+_NAME = re.compile(r"`([A-Za-z_][\w.]*\w)(?:\(\))?`|(?<![\w/.-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
+_NUMBER = re.compile(r"(?<![\w.:/-])(?:\d+\.\d+(?:\.\d+)*|\d{2,})(?![\w/]|\.\d)")
+_MARKUP = re.compile(r"</?[A-Za-z][\w-]*>")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_SENTENCE_GAP = re.compile(r"(?<=[.!?])\s+(?=[^\s])|\n\s*\n|\n(?=\s*(?:[-*•#]|\d+[.)])\s)")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|#+)\s+")
+_FILLER = frozenset(
+    [
+        "this",
+        "these",
+        "those",
+        "they",
+        "them",
+        "their",
+        "there",
+        "here",
+        "into",
+        "onto",
+        "from",
+        "with",
+        "been",
+        "were",
+        "have",
+        "which",
+        "what",
+        "when",
+        "where",
+        "also",
+        "just",
+        "than",
+        "some",
+        "each",
+        "every",
+        "very",
+        "such",
+        "please",
+        "would",
+        "could",
+        "shall",
+        "might",
+        "about",
+        "your",
+        "yours",
+        "ours",
+        "make",
+        "made",
+        "like",
+    ]
 )
-_NEXT = re.compile(r"\b(next|todo|remaining|still need|then i'll|then i will|after that)\b", re.I)
-_IDENTIFIERS = (
-    re.compile(r"`([A-Za-z_][\w.]{1,60}(?:\(\))?)`"),
-    re.compile(r"\b((?:[A-Z][a-z0-9]+){2,}(?:\.[A-Za-z_]\w*)*)\b"),  # CamelCase(.attr)
-    re.compile(r"\b([a-z]+(?:[A-Z][a-z0-9]+)+)\b"),  # camelCase
-    re.compile(r"\b(_*[a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b"),  # snake_case
-)
-_UNIT_VALUE = re.compile(
-    r"(?<![\w.])\d+(?:\.\d+)?\s?(?:ms|s|secs?|seconds?|min|minutes?|hours?|days?|KB|MB|GB|TB|"
-    r"KiB|MiB|GiB|bytes?|tokens?|lines?|rows?|retries|attempts?|%)(?![\w%])"
-)
-_TALLY = re.compile(r"\b\d+ (?:passed|failed|errors?|skipped)\b")
-_USER_NUMBER = re.compile(r"(?<![\w.:/-])(?:\d+\.\d+(?:\.\d+)*|\d{2,})(?![\w/]|\.\d)")
-_TAG = re.compile(r"</?[A-Za-z][\w-]*>")
-_STOP_WORDS = """the a an and or of to in on for with from by at as is are was were be been it its this that
-    these those i you we they he she my your our their me us them not no do does did have has had
-    will would can could should must may might shall also just then than so if else but all any
-    some each every which what when where why how there here into onto out up down over under
-    again more most very only own same such too use used using make made get got let lets please
-    now file files"""
-_STOP = frozenset(_STOP_WORDS.split())
+#: Sentences shorter than this (in words) are not decisions.
+_DECISION_WORDS = 12
 
 
 @dataclass(frozen=True)
@@ -158,8 +196,8 @@ class Probe:
     """One fact the compacted span contained, and the question that asks for it.
 
     Attributes:
-        id: ``"<kind>-<n>"``.
-        category: ``recall`` | ``artifact`` | ``continuation`` | ``decision``.
+        id: ``"<kind>-<n>"`` (``"needed_later-<kind>-<n>"`` for needed-later probes).
+        category: one of :data:`CATEGORIES`.
         kind: what was extracted (see the module table).
         fact: the expected fact, verbatim from the conversation.
         question: the question a judge model is asked.
@@ -190,51 +228,75 @@ def _norm(text: str) -> str:
     return " " + " ".join(text.split()) + " "
 
 
-def _clip(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+def _shorten(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def _sentences(text: str) -> list[str]:
-    out: list[str] = []
-    fence = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("```"):
-            fence = not fence
+def _split_sentences(text: str) -> list[str]:
+    """Sentences of prose: code fences dropped, list markers and headings stripped."""
+    out = []
+    for piece in _SENTENCE_GAP.split(_FENCE.sub("\n\n", text)):
+        piece = " ".join(_BULLET.sub("", piece.strip()).split())
+        if piece:
+            out.append(piece)
+    return out
+
+
+def _code_like(name: str) -> bool:
+    core = name.strip("_")
+    return "_" in core or "." in core or re.search(r"[a-z][A-Z]|[A-Z][a-z]+[A-Z]", core) is not None
+
+
+def _names(text: str) -> list[str]:
+    """Code names in ``text``: backticked names, snake_case, camelCase, CamelCase, a.b."""
+    text = _MARKUP.sub(" ", text)
+    out = []
+    for match in _NAME.finditer(text):
+        ticked, bare = match.group(1), match.group(2)
+        name = (ticked or bare or "").rstrip(".")
+        if len(name) < 3 or _FILE.fullmatch(name) or name[0].isdigit():
             continue
-        if fence or not line:
-            continue
-        line = re.sub(r"^(?:[-*•]\s+|\d+[.)]\s+|#+\s+)", "", line)
-        out += [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(])", line) if s.strip()]
+        if ticked or _code_like(name):
+            out.append(name)
     return out
 
 
 def _keywords(sentence: str, limit: int = 8) -> tuple[str, ...]:
-    """Distinctive words of a sentence: code names, numbers and paths first, then long words."""
-    special: list[str] = []
-    for pattern in _IDENTIFIERS:
-        special += [m.group(1).strip("`()") for m in pattern.finditer(sentence)]
-    special += [m.group(0) for m in _PATH.finditer(sentence)]
+    """Distinctive words of a sentence: code names, paths and numbers first, then long words."""
+    special = [*_names(sentence), *(m.group(0) for m in _FILE.finditer(sentence))]
     special += re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])", sentence)
-    words = [w for w in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", sentence) if w.lower() not in _STOP]
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", sentence) if w.lower() not in _FILLER]
     words.sort(key=len, reverse=True)
-    seen: set[str] = set()
     out: list[str] = []
     for word in [*special, *words]:
         key = _norm(word).strip()
-        if key and key not in seen and key not in _STOP:
-            seen.add(key)
+        if key and key not in out and key not in _FILLER:
             out.append(key)
         if len(out) >= limit:
             break
     return tuple(out)
 
 
-def _text(content: Any) -> str:
-    from ..messages import content_text
+def _plain(content: Any) -> str:
+    """The text of a message's content, through the shared reader (hostile files: a
+    non-string text block is skipped)."""
+    return content_text(content)
 
-    return content_text(content)  # the shared reader: a non-string text block is skipped
+
+def _prose(message: Message) -> str:
+    """The text blocks of an assistant message."""
+    return _plain(message.get("content"))
+
+
+def _calls(message: Message) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    content = message.get("content")
+    for block in content if isinstance(content, list) else ():  # hostile files
+        if isinstance(block, dict) and block.get("type") == "toolCall":
+            args = block.get("arguments")
+            out.append((as_text(block.get("name")), args if isinstance(args, dict) else {}))
+    return out
 
 
 def context_text(messages: Iterable[Message]) -> str:
@@ -246,22 +308,26 @@ def context_text(messages: Iterable[Message]) -> str:
         if role in ("compactionSummary", "branchSummary"):
             parts.append(str(message.get("summary") or ""))
         elif role == "assistant":
-            content = message.get("content")
-            for block in content if isinstance(content, list) else ():  # hostile files
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "text":
-                    parts.append(as_text(block.get("text")))
-                elif block.get("type") == "toolCall":
-                    parts.append(f"{as_text(block.get('name'))}({js_stringify(block.get('arguments'))})")
+            parts.append(_prose(message))
+            parts += [f"{name}({js_stringify(args)})" for name, args in _calls(message)]
         elif role == "bashExecution":
             parts.append(f"{message.get('command', '')}\n{message.get('output', '')}")
         elif role in ("user", "toolResult", "custom"):
-            parts.append(_text(message.get("content")))
+            parts.append(_plain(message.get("content")))
     return "\n\n".join(p for p in parts if p)
 
 
 # --- extraction ------------------------------------------------------------------------------
+
+
+def _shell_command(args: Mapping[str, Any]) -> str | None:
+    for key in _SHELL_ARGS:
+        value = args.get(key)
+        if isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
 
 
 def _call_paths(name: str, args: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -269,51 +335,88 @@ def _call_paths(name: str, args: Mapping[str, Any]) -> list[tuple[str, str]]:
     lname = name.lower()
     out: list[tuple[str, str]] = []
     path = next(
-        (str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str) and args[k]), None
+        (str(args[k]) for k in _PATH_ARGS if isinstance(args.get(k), str) and args[k]), None
     )
-    if lname in _EDITOR_TOOLS and path:
-        verb = str(args.get("command", ""))
-        out.append(("file_read" if verb == "view" else "file_modified", path))
-    elif path and lname in _READ_TOOLS:
-        out.append(("file_read", path))
-    elif path and (lname in _EDIT_TOOLS or lname in _WRITE_TOOLS):
+    sub = args.get("command")
+    if path and isinstance(sub, str) and " " not in sub.strip():
+        # An editor tool with sub-commands (str_replace_editor view / create / str_replace).
+        out.append(("file_read" if sub == "view" else "file_modified", path))
+    elif path and (
+        any(k in args for k in _CONTENT_ARGS) or any(w in lname for w in _CHANGING_NAMES)
+    ):
         out.append(("file_modified", path))
-    if lname in ("apply_patch", "patch"):
-        patch = next((v for v in args.values() if isinstance(v, str) and "*** " in v), "")
-        out += [("file_modified", p) for p in _PATCH_FILE.findall(patch)]
-    if lname in _SHELL_TOOLS:
-        command = args.get("command") or args.get("cmd") or ""
-        if isinstance(command, list):
-            command = " ".join(str(c) for c in command)
-        for segment in re.split(r"&&|\|\||;|\|", str(command)):
+    elif path and any(w in lname for w in _READING_NAMES):
+        out.append(("file_read", path))
+    for value in args.values():
+        if isinstance(value, str) and "*** " in value:
+            out += [("file_modified", p) for p in _PATCH_HEADER.findall(value)]
+    command = _shell_command(args) if path is None else None
+    if command:
+        for segment in re.split(r"&&|\|\||;|\|", command):
             words = segment.replace("bash -lc", " ").strip().strip("'\"").split()
-            if words and words[0] in _READ_VERBS:
-                out += [("file_read", m.group(0)) for m in _PATH.finditer(segment)]
+            if words and words[0] in _PAGERS:
+                out += [("file_read", m.group(0)) for m in _FILE.finditer(segment)]
     return out
 
 
-def _error_fact(line: str) -> str:
-    """The error from its class name on (``KeyError: 'x'``), or the whole line when the
-    class name ends it (``FAILED test_x - AssertionError``)."""
-    token = _ERROR_TOKEN.search(line)
-    if token is None or len(line) - token.end() < 3:
-        return _clip(line.strip(), 160)
-    return _clip(line[token.start() :], 160)
+def _failed(message: Message) -> bool:
+    if message.get("role") == "bashExecution":
+        code = message.get("exitCode")
+        return code is not None and code != 0
+    return message.get("role") == "toolResult" and bool(message.get("isError"))
 
 
-class _Collector:
-    def __init__(self, limits: Mapping[str, int]) -> None:
-        self.limits = limits
-        self.items: dict[str, list[tuple[str, int, tuple[str, ...]]]] = {k: [] for k in _CATEGORY}
-        self.seen: dict[str, set[str]] = {k: set() for k in _CATEGORY}
+def _failure_lines(message: Message) -> list[str]:
+    """The exception messages of a failed tool result (else its first line with a colon,
+    else its last non-empty line), at most two, shortened."""
+    if message.get("role") == "bashExecution":
+        text = str(message.get("output") or "")
+    else:
+        text = _plain(message.get("content"))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = []
+    for line in lines:
+        match = _RAISED.search(line)
+        if match:
+            raised.append(_shorten(line[match.start() :], 160))
+    if raised:
+        return list(dict.fromkeys(raised))[:2]
+    with_colon = [line for line in lines if ": " in line]
+    chosen = with_colon[:1] or lines[-1:]
+    return [_shorten(line, 160) for line in chosen]
+
+
+class _Found:
+    """Facts per kind in first-seen order, deduplicated by their normalized text."""
+
+    def __init__(self, kinds: Iterable[str]) -> None:
+        self.items: dict[str, list[tuple[str, int, tuple[str, ...]]]] = {k: [] for k in kinds}
+        self.keys: dict[str, set[str]] = {k: set() for k in self.items}
 
     def add(self, kind: str, fact: str, source: int, keywords: tuple[str, ...] = ()) -> None:
         fact = fact.strip()
         key = _norm(fact).strip()
-        if not key or key in self.seen[kind]:
-            return
-        self.seen[kind].add(key)
-        self.items[kind].append((fact, source, keywords))
+        if key and key not in self.keys[kind]:
+            self.keys[kind].add(key)
+            self.items[kind].append((fact, source, keywords))
+
+
+def _probes(found: _Found, caps: Mapping[str, int], category: str | None = None) -> list[Probe]:
+    probes: list[Probe] = []
+    for kind, items in found.items.items():
+        for n, (fact, source, keywords) in enumerate(items[: caps.get(kind, 0)], 1):
+            probes.append(
+                Probe(
+                    id=f"{category}-{kind}-{n}" if category else f"{kind}-{n}",
+                    category=category or _CATEGORY[kind],
+                    kind=kind,
+                    fact=fact,
+                    question=QUESTIONS[kind],
+                    keywords=keywords or _keywords(fact),
+                    source=source,
+                )
+            )
+    return probes
 
 
 def extract_probes(
@@ -325,102 +428,206 @@ def extract_probes(
     (the order of the module table).
     """
     caps = {**LIMITS, **(limits or {})}
-    found = _Collector(caps)
-    identifier_counts: dict[str, list[int]] = {}
+    found = _Found(_CATEGORY)
+    seen_in: dict[str, list[int]] = {}  # code name -> messages it occurs in
+    talked_of: set[str] = set()  # names the user or the assistant wrote (not only tool output)
     last_user: tuple[str, int] | None = None
+    last_prose: tuple[str, int] | None = None
+    explanations: list[tuple[str, int]] = []
     for index, message in enumerate(messages):
         role = message.get("role")
         if role == "user":
-            text = _text(message.get("content"))
+            text = _plain(message.get("content"))
             if text.strip():
                 last_user = (text, index)
-            for sentence in _sentences(text):
-                if _CONSTRAINT.search(sentence):
-                    found.add("constraint", _clip(sentence), index, _keywords(sentence))
-            for match in _USER_NUMBER.finditer(text):
+            for sentence in _split_sentences(text)[1:]:
+                if len(sentence.split()) >= 3:
+                    found.add("constraint", _shorten(sentence), index, _keywords(sentence))
+            for match in _NUMBER.finditer(text):
                 found.add("value", match.group(0), index)
-            _count_identifiers(text, index, identifier_counts)
+            names = _names(text)
         elif role == "assistant":
-            prose = []
-            for block in message.get("content") or []:
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "text":
-                    prose.append(block.get("text", ""))
-                elif block.get("type") == "toolCall":
-                    args = (
-                        block.get("arguments") if isinstance(block.get("arguments"), dict) else {}
-                    )
-                    for kind, path in _call_paths(str(block.get("name", "")), args):
-                        found.add(kind, path, index)
-                    for value in args.values():
-                        if isinstance(value, str) and len(value) < 2000:
-                            _count_identifiers(value, index, identifier_counts, code=True)
-            text = "\n".join(prose)
-            for sentence in _sentences(text):
-                if _DECISION.search(sentence):
-                    found.add("decision", _clip(sentence), index, _keywords(sentence))
-                if _NEXT.search(sentence):
-                    found.add("next_step", _clip(sentence), index, _keywords(sentence))
-            for match in _UNIT_VALUE.finditer(text):
+            for name, args in _calls(message):
+                for kind, path in _call_paths(name, args):
+                    found.add(kind, path, index)
+            text = _prose(message)
+            sentences = _split_sentences(text)
+            if sentences:
+                last_prose = (sentences[-1], index)
+                longest = max(sentences, key=lambda s: len(s.split()))
+                if len(longest.split()) >= _DECISION_WORDS:
+                    explanations.append((longest, index))
+            for match in _NUMBER.finditer(text):
                 found.add("value", match.group(0), index)
-            _count_identifiers(text, index, identifier_counts)
-        elif role == "toolResult":
-            text = _text(message.get("content"))
-            errors = [line for line in text.splitlines() if _ERROR_LINE.search(line)]
-            with_token = [line for line in errors if _ERROR_TOKEN.search(line)]
-            for line in (with_token or errors)[:2]:
-                fact = _error_fact(line)
-                found.add("error", fact, index, _keywords(fact))
-            for match in _TALLY.finditer(text):
-                found.add("value", match.group(0), index)
-    # Modified files are not also "read" artifacts.
-    modified = found.seen["file_modified"]
+            code = [v for _, args in _calls(message) for v in args.values() if isinstance(v, str)]
+            names = _names(text) + [n for v in code if len(v) < 2000 for n in _names(v)]
+        elif role in ("toolResult", "bashExecution"):
+            if _failed(message):
+                for line in _failure_lines(message):
+                    found.add("error", line, index, _keywords(line))
+            names = _names(_plain(message.get("content")) or str(message.get("output") or ""))
+        else:
+            names = []
+        if role in ("user", "assistant"):
+            talked_of.update(names)
+        for name in dict.fromkeys(names):
+            seen_in.setdefault(name, []).append(index)
+    modified = found.keys["file_modified"]  # modified files are not also "read" artifacts
     found.items["file_read"] = [
-        item for item in found.items["file_read"] if _norm(item[0]).strip() not in modified
+        i for i in found.items["file_read"] if _norm(i[0]).strip() not in modified
     ]
-    ranked = sorted(identifier_counts.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
-    for name, sources in ranked:
+    recurring = [(n, s) for n, s in seen_in.items() if len(s) >= 2 and n in talked_of]
+    for name, sources in sorted(recurring, key=lambda kv: (-len(kv[1]), kv[1][0])):
         found.add("identifier", name, sources[0])
-    next_steps = found.items["next_step"]
-    found.items["next_step"] = next_steps[-caps["next_step"] :] if caps["next_step"] else []
+    for sentence, index in explanations:
+        if last_prose is None or sentence != last_prose[0]:
+            found.add("decision", _shorten(sentence), index, _keywords(sentence))
+    if last_prose is not None and len(last_prose[0].split()) >= 4:
+        found.add("next_step", _shorten(last_prose[0]), last_prose[1], _keywords(last_prose[0]))
     if last_user is not None:
         text, index = last_user
-        fact = _clip(" ".join(_sentences(text)[:2]) or text)
+        fact = _shorten(" ".join(_split_sentences(text)[:2]) or text)
         found.add("task", fact, index, _keywords(fact))
-    probes: list[Probe] = []
-    for kind in _CATEGORY:  # artifact, recall, decision, continuation
-        for n, (fact, source, keywords) in enumerate(found.items[kind][: caps.get(kind, 0)], 1):
-            probes.append(
-                Probe(
-                    id=f"{kind}-{n}",
-                    category=_CATEGORY[kind],
-                    kind=kind,
-                    fact=fact,
-                    question=QUESTIONS[kind],
-                    keywords=keywords,
-                    source=source,
-                )
-            )
-    return probes
+    return _probes(found, caps)
 
 
-def _count_identifiers(
-    text: str, index: int, counts: dict[str, list[int]], code: bool = False
-) -> None:
-    text = _TAG.sub(" ", text)
-    paths = {m.group(0) for m in _PATH.finditer(text)}
-    for pattern in _IDENTIFIERS[1:] if code else _IDENTIFIERS:
-        for match in pattern.finditer(text):
-            name = match.group(1).strip("`").removesuffix("()")
-            if (
-                len(name) < 3
-                or name.lower() in _STOP
-                or any(name in p for p in paths)
-                or _PATH.fullmatch(name)
-            ):
-                continue
-            counts.setdefault(name, []).append(index)
+# --- needed later ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactionPoint:
+    """Where a session is compacted, and what the session did afterwards.
+
+    Attributes:
+        fork_id: the entry the strategies compact at (their branches start here).
+        index: its position on the branch (root = 0).
+        continuation: the messages of the branch after the point (what the agent went on to
+            do); empty when the point is the end of the session.
+        compaction_id: the session's own ``compaction`` entry when the point is one (an
+            agent's real compaction, e.g. imported from Claude Code or Codex).
+    """
+
+    fork_id: str
+    index: int
+    continuation: list[Message] = field(default_factory=list, repr=False)
+    compaction_id: str | None = None
+
+    @property
+    def has_continuation(self) -> bool:
+        return any(m.get("role") in ("user", "assistant") for m in self.continuation)
+
+
+def _continuation(entries: Sequence[Entry]) -> list[Message]:
+    out: list[Message] = []
+    for entry in entries:
+        if entry.get("type") == "message" and isinstance(entry.get("message"), dict):
+            out.append(entry["message"])
+    return out
+
+
+def compaction_point(
+    tree: SessionTree, at: str | int | None = None, *, leaf: str | None = None
+) -> CompactionPoint:
+    """The compaction point ``at`` of the branch ending at ``leaf`` (default: the leaf).
+
+    ``at`` is an entry id or an index into the branch (negative counts from the end). A
+    ``compaction`` entry means "just before that compaction": the strategies fork at its
+    parent and the continuation is what followed it. None picks the branch's last
+    compaction entry when it has one (the agent's own), else the leaf (no continuation).
+    """
+    branch = tree.get_branch(leaf) if leaf is not None else tree.get_branch()
+    if not branch:
+        raise ValueError("the session is empty")
+    if at is None:
+        marks = [i for i, e in enumerate(branch) if e.get("type") == "compaction" and i > 0]
+        index = marks[-1] if marks else len(branch) - 1
+    elif isinstance(at, bool) or not isinstance(at, (int, str)):
+        raise TypeError(f"compaction point must be an entry id or an index, not {at!r}")
+    elif isinstance(at, int):
+        index = at + len(branch) if at < 0 else at
+        if not 0 <= index < len(branch):
+            raise ValueError(f"compaction point {at} is outside the branch (0..{len(branch) - 1})")
+    else:
+        ids = [e.get("id") for e in branch]
+        if at not in ids:
+            raise ValueError(f"compaction point {at!r} is not an entry of the branch")
+        index = ids.index(at)
+    entry = branch[index]
+    after = _continuation(branch[index + 1 :])
+    if entry.get("type") == "compaction":
+        if index == 0:
+            raise ValueError("a compaction at the root has nothing before it")
+        return CompactionPoint(branch[index - 1]["id"], index - 1, after, entry.get("id"))
+    return CompactionPoint(entry["id"], index, after)
+
+
+def _span_facts(messages: Sequence[Message]) -> _Found:
+    """Every candidate fact of the span, per needed-later kind, in span order."""
+    found = _Found(NEEDED_LATER_LIMITS)
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        texts: list[str] = []
+        if role == "assistant":
+            for name, args in _calls(message):
+                for _, path in _call_paths(name, args):
+                    found.add("file", path, index)
+                command = _shell_command(args)
+                if command and not any(isinstance(args.get(k), str) for k in _PATH_ARGS):
+                    found.add("command", _shorten(command, 160), index)
+                texts += [v for v in args.values() if isinstance(v, str) and len(v) < 2000]
+            prose = _prose(message)
+            texts.append(prose)
+            for match in _NUMBER.finditer(prose):
+                found.add("value", match.group(0), index)
+        elif role == "user":
+            text = _plain(message.get("content"))
+            texts.append(text)
+            for match in _NUMBER.finditer(text):
+                found.add("value", match.group(0), index)
+        elif role in ("toolResult", "bashExecution"):
+            if role == "bashExecution" and message.get("command"):
+                found.add("command", _shorten(str(message["command"]), 160), index)
+            if _failed(message):
+                for line in _failure_lines(message):
+                    found.add("error", line, index, _keywords(line))
+            texts.append(_plain(message.get("content")) or str(message.get("output") or ""))
+        for text in texts:
+            for match in _FILE.finditer(text):
+                if "." in match.group(0).rsplit("/", 1)[-1]:
+                    found.add("file", match.group(0), index)
+            for name in _names(text):
+                found.add("identifier", name, index)
+    return found
+
+
+def needed_later_probes(
+    span: Sequence[Message],
+    continuation: Sequence[Message],
+    *,
+    limits: Mapping[str, int] | None = None,
+) -> list[Probe]:
+    """Facts of ``span`` (the compacted messages) that ``continuation`` (what the session did
+    afterwards) uses again: files read or edited again, code names, error messages,
+    values and commands that reappear after the cut. Category ``needed_later``.
+
+    They measure what the agent actually needed rather than what a heuristic guesses might
+    matter; a fact counts when :func:`match_probe` finds it in the continuation's text.
+    """
+    caps = {**NEEDED_LATER_LIMITS, **(limits or {})}
+    later = context_text(continuation)
+    later_norm = _norm(later)
+    found = _span_facts(span)
+    for kind, items in found.items.items():
+        found.items[kind] = [
+            (fact, source, keywords)
+            for fact, source, keywords in items
+            if match_probe(
+                Probe("?", "needed_later", kind, fact, "?", keywords or _keywords(fact)),
+                later,
+                later_norm,
+            )[1]
+        ]
+    return _probes(found, caps, "needed_later")
 
 
 def compacted_span(
@@ -446,9 +653,9 @@ def _path_tail(path: str) -> str:
 def match_probe(probe: Probe, text: str, normalized: str | None = None) -> tuple[bool, bool]:
     """(exact, normalized) match of the probe's fact in ``text``.
 
-    Exact: the fact verbatim (names and values as whole words). Normalized: paths by their last two components, names and
-    values case- and punctuation-folded as whole words, sentences when at least 60 % of
-    their keywords occur.
+    Exact: the fact verbatim (names and values as whole words). Normalized: paths by their
+    last two components; names, values and commands case- and punctuation-folded (names
+    and values as whole words); sentences when at least 60 % of their keywords occur.
     """
     norm = normalized if normalized is not None else _norm(text)
     if probe.kind in ("identifier", "value"):  # short facts: whole words only ("500" ≠ "1500")
@@ -457,13 +664,13 @@ def match_probe(probe: Probe, text: str, normalized: str | None = None) -> tuple
         exact = probe.fact in text
     if exact:
         return True, True
-    if probe.kind in ("file_read", "file_modified"):
+    if probe.kind in ("file_read", "file_modified", "file"):
         tail = _path_tail(probe.fact)
         return False, bool(tail) and tail in text.lower().replace("\\", "/")
     fact = _norm(probe.fact)
     if fact.strip() and fact in norm:
         return False, True
-    if probe.kind in ("identifier", "value") or not probe.keywords:
+    if probe.kind in ("identifier", "value", "command") or not probe.keywords:
         return False, False
     hits = sum(1 for k in probe.keywords if f" {k} " in norm)
     return False, hits / len(probe.keywords) >= 0.6
@@ -507,83 +714,3 @@ def probe_frame(probes: Sequence[Probe]) -> pd.DataFrame:
 
     columns = ["id", "category", "kind", "fact", "question", "keywords", "source"]
     return pd.DataFrame([p.to_dict() for p in probes], columns=columns)
-
-
-# --- LLM judge --------------------------------------------------------------------------------
-
-_JUDGE_SYSTEM = (
-    "You answer questions about a coding session using only the notes given. Quote names, "
-    "paths, values and messages exactly. If the notes do not say, answer 'unknown'."
-)
-_GRADE = (
-    "Expected fact:\n{fact}\n\nAnswer given:\n{answer}\n\nDoes the answer contain the expected "
-    "fact? Rate from 0 (absent or wrong) to 5 (exactly right). Reply with the number only."
-)
-
-
-def judge_probes(
-    probes: Sequence[Probe],
-    context: str | Sequence[Message],
-    model: str,
-    *,
-    grader: str = "match",
-    completion: Callable[..., Message] | None = None,
-    **call_options: Any,
-) -> pd.DataFrame:
-    """Ask ``model`` the probe questions about ``context`` (Factory.ai's LLM judge).
-
-    One call per distinct question; each probe is then graded against the answer — by the
-    offline normalized match (``grader="match"``) or by asking the model for a 0–5 score
-    (``grader="llm"``, one more call per probe). Extra options (``mock_response=…``) go to
-    the model call.
-
-    Returns one row per probe: ``probe_id, category, kind, fact, question, answer, score``
-    (score in 0..1).
-    """
-    import pandas as pd
-
-    if grader not in ("match", "llm"):
-        raise ValueError(f"grader must be 'match' or 'llm', not {grader!r}")
-    text = context if isinstance(context, str) else context_text(context)
-
-    def ask(messages: list[dict[str, Any]]) -> str:
-        if completion is not None:
-            reply = completion(model, messages, **call_options)
-        else:
-            from ..llm import complete
-
-            reply = complete(model, messages, stream=False, **call_options)
-        return content_text(reply.get("content")).strip()
-
-    answers: dict[str, str] = {}
-    for question in dict.fromkeys(p.question for p in probes):
-        answers[question] = ask(
-            [
-                {"role": "system", "content": _JUDGE_SYSTEM},
-                {"role": "user", "content": f"<notes>\n{text}\n</notes>\n\nQuestion: {question}"},
-            ]
-        )
-    rows = []
-    for probe in probes:
-        answer = answers[probe.question]
-        if grader == "match":
-            score = 1.0 if match_probe(probe, answer)[1] else 0.0
-        else:
-            graded = ask(
-                [{"role": "user", "content": _GRADE.format(fact=probe.fact, answer=answer)}]
-            )
-            number = re.search(r"\d+(?:\.\d+)?", graded)
-            score = min(max(float(number.group(0)) / 5, 0.0), 1.0) if number else 0.0
-        rows.append(
-            {
-                "probe_id": probe.id,
-                "category": probe.category,
-                "kind": probe.kind,
-                "fact": probe.fact,
-                "question": probe.question,
-                "answer": answer,
-                "score": score,
-            }
-        )
-    columns = ["probe_id", "category", "kind", "fact", "question", "answer", "score"]
-    return pd.DataFrame(rows, columns=columns)

@@ -757,8 +757,8 @@ def callable_strategy(
 # --- the context policies as strategies ---------------------------------------------------
 # PinnedSummary ("pinned") runs Pi's summary through PinPolicy: the pins on the branch, the
 # facts given and (auto_constraints) the user's constraint sentences of the summarized span
-# are pinned first, so constraint probes survive by construction and the other categories
-# show what that costs. RelevancePruning ("prune") records prune_messages' choice at the
+# are pinned first (picked by keywords; the probes pick constraints by position, so pinning
+# them is not scored by construction) and the other categories show what that costs. RelevancePruning ("prune") records prune_messages' choice at the
 # fork as context_edit entries, so the strategy's projection is exactly the pruned request.
 
 _CONSTRAINT = re.compile(

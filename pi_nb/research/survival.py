@@ -6,18 +6,25 @@ measures it: it takes the probes of the span the first compaction removes (the *
 facts), then compacts ``k`` times with one strategy — appending generated turns between
 compactions so that each one has new history to fold in — and scores the original probes
 against the context after each compaction. Round 0 is the uncompacted context.
+
+With ``judge_model`` an LLM judge also answers the probe questions from each round's
+context and grades the answers 0–5 (:func:`pi_nb.research.judge.judge_probes`): the
+``judge_score`` column, failures in ``judge_error``, the audit log in
+``frame.attrs["judge_log"]``. The ``source`` column says whether the session was generated
+(``"synthetic"``) or a real transcript (``"real"``); the turns appended between
+compactions are generated either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..compaction import CompactionSettings
 from ._sessions import copy_tree
 from .probes import CATEGORIES, Probe, compacted_span, context_text, extract_probes, score_probes
 from .strategies import Compactor, context_size, get_strategy, text_tokens
-from .synthetic import append_turns
+from .synthetic import append_turns, session_source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["fact_survival", "plot_survival"]
 
 SURVIVAL_COLUMNS = (
+    "source",
     "strategy",
     "round",
     "category",
@@ -39,6 +47,8 @@ SURVIVAL_COLUMNS = (
     "tokens",
     "summary_tokens",
     "compacted",
+    "judge_score",
+    "judge_error",
 )
 
 
@@ -58,6 +68,10 @@ def fact_survival(
     window: int | None = None,
     per_probe: bool = False,
     copy: bool = True,
+    judge_model: str | None = None,
+    judge_grader: str = "judge",
+    judge_completion: Callable[..., Message] | None = None,
+    judge_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Compact ``k`` times and track the recall of the original facts after each round.
 
@@ -72,11 +86,15 @@ def fact_survival(
         seed: seed of the generated turns.
         probes: the facts to track (default: probes of the span the first compaction removes).
         per_probe: one row per (round, probe) with ``survived`` instead of per category.
+        judge_model, judge_grader, judge_completion, judge_options: grade each round with
+            an LLM judge (see :func:`pi_nb.research.judge.judge_probes`).
 
     Returns:
         Rows per round and category (plus ``"all"``): ``strategy, round, category, recall,
-        recall_exact, probes, tokens, summary_tokens, compacted`` — ``recall`` is the
-        normalized-match recall against the whole post-compaction context.
+        recall_exact, probes, tokens, summary_tokens, compacted, judge_score, judge_error``
+        (plus ``source``) — ``recall`` is the normalized-match recall against the whole
+        post-compaction context; ``judge_score`` the judge's mean grade (0–5; NaN without
+        a judge).
     """
     import pandas as pd
 
@@ -91,11 +109,28 @@ def fact_survival(
     )
     rows: list[dict[str, Any]] = []
     detail: list[pd.DataFrame] = []
+    logs: list[pd.DataFrame] = []
+    source = session_source(tree)
 
     def record(round_: int, leaf_id: str, summary: str | None, compacted: bool) -> None:
         text = context_text(work.projection(leaf_id).messages)
         scored = score_probes(facts, text)
         tokens = context_size(work, leaf_id)
+        judged = None
+        if judge_model:
+            from .judge import judge_probes
+
+            judged = judge_probes(
+                facts,
+                text,
+                judge_model,
+                grader=judge_grader,
+                completion=judge_completion,
+                **dict(judge_options or {}),
+            )
+            judged.insert(0, "round", round_)
+            judged.insert(0, "strategy", compactor.name)
+            logs.append(judged)
         if per_probe:
             frame = scored.rename(columns={"normalized": "survived"})
             frame.insert(0, "round", round_)
@@ -104,8 +139,16 @@ def fact_survival(
             return
         for category in (*CATEGORIES, "all"):
             part = scored if category == "all" else scored[scored["category"] == category]
+            score, error = float("nan"), None
+            if judged is not None:
+                mine = judged if category == "all" else judged[judged["category"] == category]
+                graded = mine[mine["error"].isna()]["grade"]
+                score = float(graded.mean()) if len(graded) else float("nan")
+                errors = list(dict.fromkeys(e for e in mine["error"] if isinstance(e, str)))
+                error = "; ".join(errors)[:300] or None
             rows.append(
                 {
+                    "source": source,
                     "strategy": compactor.name,
                     "round": round_,
                     "category": category,
@@ -115,6 +158,8 @@ def fact_survival(
                     "tokens": tokens,
                     "summary_tokens": text_tokens(summary),
                     "compacted": compacted,
+                    "judge_score": score,
+                    "judge_error": error,
                 }
             )
 
@@ -135,9 +180,15 @@ def fact_survival(
             work.branch(leaf)
             append_turns(work, turns_between, seed=seed, start=1000 * round_)
             leaf = work.leaf_id or leaf
+    out = (
+        pd.concat(detail, ignore_index=True)
+        if per_probe
+        else pd.DataFrame(rows, columns=list(SURVIVAL_COLUMNS))
+    )
     if per_probe:
-        return pd.concat(detail, ignore_index=True)
-    return pd.DataFrame(rows, columns=list(SURVIVAL_COLUMNS))
+        out.insert(0, "source", source)
+    out.attrs["judge_log"] = pd.concat(logs, ignore_index=True) if logs else None
+    return out
 
 
 def plot_survival(

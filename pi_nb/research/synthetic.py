@@ -1,5 +1,8 @@
 """Generated long coding sessions with planted facts, reproducible from a seed.
 
+Generated sessions carry a ``custom`` entry of type :data:`SYNTHETIC_TYPE`;
+:func:`session_source` tells them from real transcripts (``"synthetic"`` / ``"real"``).
+
 Real transcripts are the point of the bench, but a study also needs long sessions of known
 content: :func:`generate_session` writes one (in memory or to a file) where every turn reads
 a file, edits it and runs the tests, and where constraints, errors, decisions and numbers
@@ -22,7 +25,10 @@ from ..entries import Message, empty_usage, iso_to_ms
 if TYPE_CHECKING:
     from ..session.tree import SessionTree
 
-__all__ = ["MODULES", "append_turns", "generate_session"]
+__all__ = ["MODULES", "SYNTHETIC_TYPE", "append_turns", "generate_session", "session_source"]
+
+#: customType of the entry that marks a generated session.
+SYNTHETIC_TYPE = "pi_nb.synthetic"
 
 #: The fictional project's files (path, main symbol).
 MODULES = (
@@ -39,13 +45,35 @@ MODULES = (
     ("search/index.py", "SearchIndex"),
     ("notify/email.py", "send_receipt"),
 )
+# Every fact has several phrasings (picked by the seed), none of them using the trigger words
+# a keyword summarizer looks for (must / never / always / decided / because / next …): a
+# summarizer scores on these sessions by keeping facts, not by matching its own rules.
 _CONSTRAINTS = (
-    "Never change the public signature of `{symbol}`.",
-    "You must keep Python 3.10 compatibility in {path}.",
-    "Always log amounts in cents, never as floats.",
-    "Do not add new dependencies for this.",
-    "Only touch {path} for this step.",
-    "Keep every request under {limit} ms.",
+    (
+        "The public signature of `{symbol}` stays exactly as it is.",
+        "Callers depend on the signature of `{symbol}`, so leave it untouched.",
+        "Changing how `{symbol}` is called is off the table.",
+    ),
+    (
+        "{path} has to keep working on Python 3.10.",
+        "Python 3.10 compatibility in {path} is a hard requirement.",
+    ),
+    (
+        "Amounts are logged in cents, not as floats.",
+        "Log money as integer cents; floats are not acceptable.",
+    ),
+    (
+        "No new dependencies for this, please.",
+        "The dependency list stays as it is for this change.",
+    ),
+    (
+        "Leave every file except {path} alone for this step.",
+        "This step touches {path} and nothing else.",
+    ),
+    (
+        "Every request has to finish within {limit} ms.",
+        "The latency budget per request is {limit} ms.",
+    ),
 )
 _ERRORS = (
     "TypeError: {symbol}() got an unexpected keyword argument 'currency'",
@@ -55,20 +83,65 @@ _ERRORS = (
     "ValueError: invalid literal for int() with base 10: 'n/a'",
 )
 _DECISIONS = (
-    "I decided to cache the result in {symbol} instead of querying twice, because the "
-    "second query doubled the latency.",
-    "I chose a dataclass for {symbol} instead of a dict because the fields are fixed.",
-    "I will use an explicit timeout of {limit} ms because the default waits forever.",
-    "I decided to keep {symbol} synchronous instead of adding asyncio, because callers are "
-    "all synchronous.",
+    (
+        "Caching the result in {symbol} avoids the second query, which doubled the latency.",
+        "{symbol} now keeps its result in a cache, as querying twice doubled the latency.",
+    ),
+    (
+        "{symbol} gets a dataclass rather than a dict, since its fields are fixed.",
+        "A dataclass fits {symbol} better than a dict: the set of fields is fixed.",
+    ),
+    (
+        "An explicit timeout of {limit} ms goes in, as the default one waits forever.",
+        "The call gets a {limit} ms timeout; left to the default it waits forever.",
+    ),
+    (
+        "{symbol} stays synchronous rather than moving to asyncio, since every caller is "
+        "synchronous.",
+        "Moving {symbol} to asyncio buys nothing here: all of its callers are synchronous.",
+    ),
+)
+_PLANS = (
+    "{path} is the file to look at after this.",
+    "Up later: a review of {path}.",
+    "A pass over {path} comes after this one.",
+)
+_GREEN = (
+    "`{symbol}` in {path} is in shape: {passed} tests pass.",
+    "{passed} tests pass with the new `{symbol}`.",
+    "All {passed} tests pass for {path}.",
+)
+_RED = (
+    "The test for `{symbol}` fails; the fixture needs a look.",
+    "`{symbol}` breaks its test; the fixture is suspect.",
 )
 _REQUESTS = (
-    "Please refactor `{symbol}` in {path} so it is easier to test.",
-    "There is a bug in {path}: `{symbol}` mishandles empty input. Fix it.",
-    "Add input validation to `{symbol}` in {path}.",
-    "Speed up `{symbol}` in {path}; it is too slow on large tenants.",
-    "Add logging around `{symbol}` in {path}.",
+    (
+        "Please refactor `{symbol}` in {path} so it is easier to test.",
+        "`{symbol}` in {path} is hard to test; restructure it.",
+    ),
+    (
+        "There is a bug in {path}: `{symbol}` mishandles empty input. Fix it.",
+        "`{symbol}` in {path} breaks on empty input; please repair it.",
+    ),
+    (
+        "Add input validation to `{symbol}` in {path}.",
+        "`{symbol}` in {path} accepts garbage; validate its input.",
+    ),
+    (
+        "Speed up `{symbol}` in {path}; it is too slow on large tenants.",
+        "`{symbol}` in {path} is slow for large tenants. Make it faster.",
+    ),
+    (
+        "Add logging around `{symbol}` in {path}.",
+        "I need log lines around `{symbol}` in {path}.",
+    ),
 )
+
+
+def _phrase(rng: random.Random, phrasings: tuple[str, ...], fill: dict[str, Any]) -> str:
+    """One of a fact's phrasings, chosen by the seeded generator."""
+    return rng.choice(phrasings).format(**fill)
 
 
 def _stable_ids(seed: str) -> Callable[[], str]:
@@ -151,9 +224,9 @@ def append_turns(
         path, symbol = MODULES[(n + seed) % len(MODULES)]
         limit = rng.choice((250, 300, 500, 750, 1200))
         fill = {"path": path, "symbol": symbol, "limit": limit, "other": limit - rng.randint(1, 9)}
-        request = rng.choice(_REQUESTS).format(**fill)
+        request = _phrase(rng, rng.choice(_REQUESTS), fill)
         if n % 3 == 0:
-            request += " " + rng.choice(_CONSTRAINTS).format(**fill)
+            request += " " + _phrase(rng, rng.choice(_CONSTRAINTS), fill)
         context = tree.context_tokens().tokens if tree.leaf_id else 0
         add({"role": "user", "content": request})
         call = f"call_{n}_read"
@@ -250,16 +323,13 @@ def append_turns(
                 "isError": failed,
             }
         )
-        report = (
-            f"The test for `{symbol}` still fails; I need to look at the fixture."
-            if failed
-            else f"Done: `{symbol}` in {path} is updated and {passed} tests pass."
-        )
+        fill["passed"] = passed
+        report = _phrase(rng, _RED if failed else _GREEN, fill)
         if n % 2 == 0:
-            report += " " + rng.choice(_DECISIONS).format(**fill)
+            report += " " + _phrase(rng, rng.choice(_DECISIONS), fill)
         if n % 5 == 4:
-            nxt = MODULES[(n + seed + 1) % len(MODULES)]
-            report += f" Next I will review {nxt[0]}."
+            after = MODULES[(n + seed + 1) % len(MODULES)][0]
+            report += " " + _phrase(rng, _PLANS, {**fill, "path": after})
         add(_assistant(report, [], model, context + 600))
     return added
 
@@ -296,5 +366,15 @@ def generate_session(
         }
         tree = SessionTree(header, [], None, clock=clock, id_source=ids)
     tree.append_model_change("openai", model)
+    # Marks the session as generated, so results on it are reported apart from real ones.
+    tree.append_custom(SYNTHETIC_TYPE, {"seed": seed, "turns": turns})
     append_turns(tree, turns, seed=seed, tool_output_lines=tool_output_lines, model=model)
     return tree
+
+
+def session_source(tree: SessionTree) -> str:
+    """``"synthetic"`` for a session made by :func:`generate_session`, else ``"real"``."""
+    for entry in tree.entries:
+        if entry.get("type") == "custom" and entry.get("customType") == SYNTHETIC_TYPE:
+            return "synthetic"
+    return "real"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .probes import CATEGORIES, Probe
+from .probes import PROBE_TYPES, Probe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,7 +33,9 @@ class TuningResult:
 
     Attributes:
         frame: one row per variant — ``variant, changed, summary_tokens, tokens_after,
-            calls, cost, probe_<category>, probe_all`` (recall of the probes in the summary).
+            calls, summarizer, cost, cost_note, probe_<category>, probe_all`` (recall of the
+            probes in the summary; ``summarizer`` is ``"extractive stand-in"`` for
+            ``pinb/scripted``; ``cost`` NaN with a ``cost_note`` when the price is unknown).
         summaries: variant → summary text.
         prompts: variant → PromptSet.
         probes: the probes every summary was scored against.
@@ -73,7 +75,12 @@ class TuningResult:
         names = list(self.summaries)
         head = "".join(f"<th>{esc(n)}</th>" for n in names)
         stats = []
-        for column in ("summary_tokens", "calls", *(f"probe_{c}" for c in CATEGORIES), "probe_all"):
+        for column in (
+            "summary_tokens",
+            "calls",
+            *(f"probe_{c}" for c in PROBE_TYPES),
+            "probe_all",
+        ):
             cells = "".join(f"<td>{_fmt(v)}</td>" for v in self.frame[column])
             stats.append(f"<tr><th style='text-align:left'>{esc(column)}</th>{cells}</tr>")
         cells = "".join(
@@ -160,6 +167,7 @@ def tune(
 
     from ..compaction import CompactionSettings, preview_compaction
     from ._sessions import load_session
+    from .costs import usage_cost
     from .probes import compacted_span, extract_probes, probe_recall, score_probes
     from .strategies import text_tokens
 
@@ -170,6 +178,9 @@ def tune(
     base_name = baseline or next(iter(named))
     if base_name not in named:
         raise ValueError(f"baseline {base_name!r} is not one of the variants {list(named)}")
+    summarizer = "extractive stand-in" if model.split("/")[:2] == ["pinb", "scripted"] else model
+    if completion is not None:  # the call may not be the model's own
+        summarizer += " (custom completion)"
     rows = []
     summaries: dict[str, str] = {}
     scores: dict[str, pd.DataFrame] = {}
@@ -187,7 +198,8 @@ def tune(
         scored = score_probes(probes, result.summary)
         scores[name] = scored
         recall = probe_recall(scored)
-        cost = (result.usage or {}).get("cost") or {}
+        # Priced from the token counts; NaN with a note when litellm has no price.
+        cost, cost_note = usage_cost(model, result.usage) if result.calls else (0.0, None)
         changed = [
             f.name
             for f in fields(prompts)
@@ -200,8 +212,10 @@ def tune(
                 "summary_tokens": text_tokens(result.summary),
                 "tokens_after": result.tokens_after,
                 "calls": result.calls,
-                "cost": float(cost.get("total", 0.0)) if isinstance(cost, Mapping) else 0.0,
-                **{f"probe_{c}": recall[c] for c in CATEGORIES},
+                "summarizer": summarizer,
+                "cost": cost,
+                "cost_note": cost_note,
+                **{f"probe_{c}": recall[c] for c in PROBE_TYPES},
                 "probe_all": recall["all"],
             }
         )

@@ -190,7 +190,11 @@ def test_price_model_and_plot(sessions: dict[str, str]) -> None:
     assert (pi["cost"] > 0).all()  # scripted calls priced as gpt-4o-mini
     assert (frame[frame["strategy"] == "window"]["cost"] == 0).all()
     figure = plot_comparison(frame)
-    assert len(figure.axes) == 3
+    assert len(figure.axes) == 3 and "synthetic sessions" in figure.axes[0].get_title()
+    mixed = frame.assign(source=["real"] + ["synthetic"] * (len(frame) - 1))
+    with pytest.raises(ValueError, match="mixes synthetic and real"):
+        plot_comparison(mixed)
+    assert len(plot_comparison(mixed, source="real").axes) == 3
 
 
 def test_dask_local_cluster_executor(sessions: dict[str, str]) -> None:
@@ -203,3 +207,147 @@ def test_dask_local_cluster_executor(sessions: dict[str, str]) -> None:
             sessions, OFFLINE, settings=SETTINGS, executor=client.get_executor(), progress=False
         )
     assert _stable(on_dask).equals(_stable(serial))
+
+
+def test_rows_name_the_summarizer_and_the_source(sessions: dict[str, str]) -> None:
+    frame = compare_strategies(
+        sessions, ["pi", "extractive", "window:1500", "mask:2"], settings=SETTINGS, progress=False
+    )
+    by = frame[frame["session"] == "s1"].set_index("strategy")
+    assert by.loc["pi", "summarizer"] == "extractive stand-in"  # pinb/scripted wrote it
+    assert by.loc["extractive", "summarizer"] == "extractive (no model)"
+    assert by.loc["window", "summarizer"] == "none (truncation note)"
+    assert by.loc["mask", "summarizer"] == "none"
+    assert set(frame["source"]) == {"synthetic"}
+    notes = frame.attrs["notes"]
+    assert any("extractive stand-in" in n and "pi" in n for n in notes)
+    real = compare_strategies(
+        sessions, ["pi"], "gpt-4o-mini", settings=SETTINGS, completion=scripted_as, progress=False
+    )
+    assert real["summarizer"][0].startswith("gpt-4o-mini via ")  # a custom call: named
+    assert not any("stand-in" in n for n in real.attrs["notes"])
+
+
+def scripted_as(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
+    """Answer as pinb/scripted whatever the model name (module level: picklable)."""
+    from pi_nb.llm import complete
+
+    return complete("pinb/scripted", messages, stream=False, **kwargs)
+
+
+def test_unknown_price_is_nan_with_a_note(sessions: dict[str, str]) -> None:
+    frame = compare_strategies(
+        sessions,
+        ["pi", "window:1500"],
+        settings=SETTINGS,
+        price_model="no-such-model-xyz",
+        progress=False,
+    )
+    pi = frame[frame["strategy"] == "pi"]
+    assert pi["cost"].isna().all()  # never a made-up 0.0
+    assert (
+        pi["cost_note"] == "no price for no-such-model-xyz in litellm's table: cost unknown (NaN)"
+    ).all()
+    assert (frame[frame["strategy"] == "window"]["cost"] == 0).all()  # no call: nothing spent
+    assert frame.attrs["notes"][0].startswith("no price for no-such-model-xyz")
+
+
+def test_cached_input_is_priced_at_the_cache_rate() -> None:
+    import math
+
+    import litellm
+
+    from pi_nb.research.costs import usage_cost
+
+    rates = litellm.model_cost["gpt-4o-mini"]
+    cached, note = usage_cost("gpt-4o-mini", {"input": 1000, "output": 100, "cacheRead": 9000})
+    expected = (
+        1000 * rates["input_cost_per_token"]
+        + 100 * rates["output_cost_per_token"]
+        + 9000 * rates["cache_read_input_token_cost"]
+    )
+    assert note is None and math.isclose(cached, expected)
+    full, _ = usage_cost("gpt-4o-mini", {"input": 10000, "output": 100})
+    assert cached < full  # the same prompt costs less when most of it was a cache hit
+    unknown, note = usage_cost("no-such-model-xyz", {"input": 5})
+    assert math.isnan(unknown) and "no-such-model-xyz" in note
+
+
+def judge_reply(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
+    """A judge that answers with the notes and grades 4, except one unparseable grade."""
+    prompt = messages[-1]["content"]
+    if "Rubric" not in prompt:
+        text = prompt[:2000]
+    elif "Probe type: decision" in prompt:
+        text = "no idea"
+    else:
+        text = "GRADE: 4 - close"
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def test_judge_columns_log_and_failures(sessions: dict[str, str]) -> None:
+    frame = compare_strategies(
+        sessions,
+        ["window:1500", "extractive"],
+        settings=SETTINGS,
+        judge_model="judge-x",
+        judge_completion=judge_reply,
+        progress=False,
+    )
+    assert frame["error"].isna().all()
+    assert (frame["judge_score"] == 4.0).all()  # the failed grades are not counted as 0
+    assert (frame["judge_artifact"] == 4.0).all() and frame["judge_decision"].isna().all()
+    assert (frame["judge_grader"] == "judge judge-x").all()
+    assert frame["judge_error"].str.contains("unparseable reply 'no idea'").all()
+    log = frame.attrs["judge_log"]
+    assert len(log) == frame["probes"].sum()
+    assert {"session", "strategy", "question", "answer", "grade_reply", "grade", "error"} <= set(
+        log.columns
+    )
+    assert log[log["category"] == "decision"]["grade"].isna().all()
+    assert any(n.startswith("judge: 4 run(s)") for n in frame.attrs["notes"])
+    cheap = compare_strategies(
+        sessions,
+        ["extractive"],
+        settings=SETTINGS,
+        judge_model="judge-x",
+        judge_grader="match",
+        judge_completion=judge_reply,
+        progress=False,
+    )
+    assert (cheap["judge_grader"] == "string match").all() and cheap["judge_error"].isna().all()
+
+
+def next_step_reply(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
+    """Reads the file named last in the context; after a compaction, reads the notes."""
+    text = json.dumps(messages)
+    path = "NOTES.md" if "<summary>" in text else "a.py"
+    call = {"type": "toolCall", "id": "n1", "name": "read", "arguments": {"path": path}}
+    return {"role": "assistant", "content": [call]}
+
+
+def test_continuation_replay(sessions: dict[str, str]) -> None:
+    from pi_nb.research.replay import step_of
+
+    frame = compare_strategies(
+        sessions,
+        ["mask:2", "extractive"],
+        settings=SETTINGS,
+        at=-8,
+        replay=True,
+        replay_completion=next_step_reply,
+        progress=False,
+    )
+    assert frame["error"].isna().all() and frame["replay_error"].isna().all()
+    by = frame[frame["session"] == "s1"].set_index("strategy")
+    assert by.loc["mask", "continuation_agreement"] == True  # noqa: E712 (masking: same step)
+    assert by.loc["extractive", "continuation_agreement"] == False  # noqa: E712
+    assert by.loc["extractive", "next_compacted"] == "read NOTES.md"
+    assert by.loc["mask", "next_full"] == "read a.py"
+    # The session goes on after the point: the agent's real next step is compared too.
+    assert by.loc["mask", "next_actual"].startswith(("read ", "edit ", "bash "))
+    assert by.loc["mask", "matches_actual"] == (by.loc["mask", "next_actual"] == "read a.py")
+    step = step_of(
+        {"content": [{"type": "toolCall", "name": "bash", "arguments": {"command": "ls"}}]}
+    )
+    assert step.key() == ("bash", "ls")

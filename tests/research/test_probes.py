@@ -14,7 +14,6 @@ from pi_nb.research.probes import (
     compacted_span,
     context_text,
     extract_probes,
-    judge_probes,
     match_probe,
     probe_frame,
     probe_recall,
@@ -76,7 +75,7 @@ def test_known_facts_give_known_probes() -> None:
     ]
     assert _facts(probes, "task") == ["Then add a currency whitelist for EUR and USD."]
     assert _facts(probes, "next_step") == ["Next I will rerun the failing test."]
-    assert {"500", "1 failed", "119 passed"} <= set(_facts(probes, "value"))
+    assert _facts(probes, "value") == ["500"]  # numbers people wrote, not tool output tallies
     assert "parse_price" in _facts(probes, "identifier")
     categories = {p.kind: p.category for p in probes}
     assert categories == {
@@ -201,19 +200,3 @@ def test_compacted_span_is_what_pi_would_summarize(history) -> None:
     assert span == [*preparation.messages_to_summarize, *preparation.turn_prefix_messages]
     assert span[0]["content"].startswith("Fix parse_price")
     assert compacted_span(tree, CompactionSettings(keep_recent_tokens=10**6)) == []
-
-
-def test_llm_judge_with_mock_response() -> None:
-    probes = extract_probes(MESSAGES)
-    judged = judge_probes(
-        probes, MESSAGES, "gpt-4o-mini", mock_response="We edited shop/pricing.py."
-    )
-    assert len(judged) == len(probes)
-    scores = dict(zip(judged["probe_id"], judged["score"], strict=True))
-    assert scores["file_modified-1"] == 1.0 and scores["error-1"] == 0.0
-    graded = judge_probes(probes[:2], "notes", "gpt-4o-mini", grader="llm", mock_response="4")
-    assert list(graded["score"]) == [0.8, 0.8]
-    offline = judge_probes(probes[:1], "notes", "pinb/scripted")
-    assert offline["answer"][0] == "(script finished)" and offline["score"][0] == 0.0
-    with pytest.raises(ValueError, match="grader"):
-        judge_probes(probes, "x", "pinb/scripted", grader="vibes")

@@ -78,7 +78,8 @@ def test_compare_command_formats(session_file: str, capsys: pytest.CaptureFixtur
         == 0
     )
     csv = capsys.readouterr().out.splitlines()
-    assert csv[0].startswith("session,strategy,model") and csv[1].startswith("s,extractive,")
+    assert csv[0].startswith("session,source,strategy,model,summarizer")
+    assert csv[1].startswith("s,synthetic,extractive,pinb/scripted,extractive (no model),")
     assert compare_command([session_file], "mask", "pinb/scripted", "table") == 0
     assert "probe_all" in capsys.readouterr().out
 
@@ -111,3 +112,42 @@ def test_compare_command_rejects_a_non_session(tmp_path: Path, capsys) -> None:
     bogus.write_text("hello\n")
     assert compare_command([str(bogus)], "mask", "pinb/scripted", "json") == 2
     assert "not a Pi session" in capsys.readouterr().err
+
+
+def test_compare_judge_flag_and_notices_on_stderr(session_file: str, capsys) -> None:
+    from pi_nb.cli import main
+
+    argv = ["compare", session_file, "--strategies", "pi,window:1500", "--keep", "1500"]
+    assert main([*argv, "--judge", "pinb/scripted", "--judge-grader", "match"]) == 0
+    captured = capsys.readouterr()
+    header = captured.out.splitlines()[0].split()
+    assert {"summarizer", "source", "judge_score", "judge_error"} <= set(header)
+    assert "extractive stand-in" in captured.out
+    assert "note: summaries of pi came from the extractive stand-in" in captured.err
+    # The scripted judge's "(script finished)" is no grade: the failure is shown, not a 0.
+    assert main([*argv, "--judge", "pinb/scripted", "--json"]) == 0
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)
+    assert all(r["judge_score"] is None and "unparseable" in r["judge_error"] for r in rows)
+    assert "note: judge: 2 run(s) with ungraded probes" in captured.err
+    assert main([*argv, "--price-model", "no-such-model-xyz", "--json"]) == 0
+    captured = capsys.readouterr()
+    pi = next(r for r in json.loads(captured.out) if r["strategy"] == "pi")
+    assert pi["cost"] is None and "no-such-model-xyz" in pi["cost_note"]
+    assert "note: no price for no-such-model-xyz in litellm's table" in captured.err
+
+
+def test_compare_at_and_replay_flags(session_file: str, capsys) -> None:
+    from pi_nb.cli import main
+
+    argv = ["compare", session_file, "--strategies", "window:300", "--keep", "300", "--json"]
+    assert main([*argv, "--at", "-8", "--replay"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["error"] is None and row["probe_basis"] == "needed_later"
+    # pinb/scripted without a script replies "(script finished)": no step to compare.
+    assert row["next_full"] == row["next_compacted"] == "(no tool call)"
+    assert row["continuation_agreement"] is None and row["next_actual"].startswith("read ")
+    assert main([*argv, "--at", "no-such-entry"]) == 0
+    captured = capsys.readouterr()
+    assert "is not an entry of the branch" in json.loads(captured.out)[0]["error"]
+    assert "1 run(s) failed" in captured.err

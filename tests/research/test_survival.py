@@ -70,3 +70,46 @@ def test_empty_session_is_refused() -> None:
 
     with pytest.raises(ValueError, match="empty"):
         fact_survival(new_tree(), "mask", k=1)
+
+
+def test_generated_wording_varies_and_avoids_the_summarizers_triggers() -> None:
+    import pi_nb.models.extractive as extractive
+    from pi_nb.research.synthetic import session_source
+
+    triggers = (extractive._CONSTRAINT, extractive._DECISION, extractive._NEXT)
+    prose: list[str] = []
+    for seed in range(4):
+        session = generate_session(12, seed=seed)
+        assert session_source(session) == "synthetic"
+        for message in session.projection().messages:
+            if message["role"] == "user":
+                prose.append(message["content"])
+            elif message["role"] == "assistant":
+                prose += [b["text"] for b in message["content"] if b.get("type") == "text"]
+    planted = [p for p in prose if not p.startswith(("Let me read", "Running the tests"))]
+    hits = [p for p in planted for t in triggers if t.search(p)]
+    assert not hits, hits[:3]
+    # Several phrasings per fact kind: the same decision is worded more than one way.
+    assert any("dataclass rather than a dict" in p for p in planted)
+    assert any("fits" in p and "better than a dict" in p for p in planted)
+    assert session_source(generate_session(2, seed=0)) == "synthetic"
+
+
+def test_survival_rows_name_their_source_and_carry_judge_scores() -> None:
+    from pi_nb.research.judge import JUDGE_COLUMNS
+
+    def judge(model, messages, **_):
+        prompt = messages[-1]["content"]
+        text = "GRADE: 3 - partly" if "Rubric" in prompt else "an answer"
+        return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+    session = generate_session(8, seed=2)
+    frame = fact_survival(
+        session, "window:1500", k=1, settings=SETTINGS, judge_model="j", judge_completion=judge
+    )
+    assert set(frame["source"]) == {"synthetic"}
+    overall = frame[frame["category"] == "all"]
+    assert list(overall["judge_score"]) == [3.0, 3.0] and overall["judge_error"].isna().all()
+    log = frame.attrs["judge_log"]
+    assert list(log.columns) == ["strategy", "round", *JUDGE_COLUMNS]
+    assert sorted(set(log["round"])) == [0, 1] and len(log) == 2 * overall["probes"].iloc[0]

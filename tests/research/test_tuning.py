@@ -12,10 +12,14 @@ from pi_nb.research.synthetic import generate_session
 from pi_nb.research.tuning import follow_layout, prompt_editor, tune
 
 SETTINGS = CompactionSettings(keep_recent_tokens=1500, reserve_tokens=2000)
-NO_DECISIONS = replace(
+# The section that carries exact names and errors (the extractive stand-in's Key Decisions
+# no longer matter here: generated sessions avoid its decision trigger words).
+NO_CONTEXT = replace(
     DEFAULT_PROMPTS,
     initial=DEFAULT_PROMPTS.initial.replace(
-        "## Key Decisions\n- **Decision**: why it was made.\n\n", ""
+        "## Critical Context\n- Exact paths, names, values and error messages needed to go on, "
+        'or "(none)".\n\n',
+        "",
     ),
 )
 
@@ -26,24 +30,24 @@ def test_one_row_per_variant_and_the_file_is_untouched(tmp_path: Path) -> None:
     before = path.read_bytes()
     result = tune(
         str(path),
-        {"default": DEFAULT_PROMPTS, "no decisions": NO_DECISIONS},
+        {"default": DEFAULT_PROMPTS, "no context": NO_CONTEXT},
         settings=SETTINGS,
         completion=follow_layout(),
     )
     assert path.read_bytes() == before
     frame = result.frame
-    assert list(frame["variant"]) == ["default", "no decisions"]
+    assert list(frame["variant"]) == ["default", "no context"]
     assert list(frame["changed"]) == ["—", "initial"]
-    assert {"summary_tokens", "calls", "probe_decision", "probe_all"} <= set(frame.columns)
-    assert "## Key Decisions" in result.summaries["default"]
-    assert "## Key Decisions" not in result.summaries["no decisions"]
-    default, edited = frame.set_index("variant").loc[["default", "no decisions"], "probe_decision"]
+    assert {"summary_tokens", "calls", "probe_recall", "probe_all"} <= set(frame.columns)
+    assert "## Critical Context" in result.summaries["default"]
+    assert "## Critical Context" not in result.summaries["no context"]
+    default, edited = frame.set_index("variant").loc[["default", "no context"], "probe_recall"]
     assert edited < default
-    assert "-## Key Decisions" in result.diff("no decisions")
+    assert "-## Critical Context" in result.diff("no context")
     assert result.diff("default") == ""
-    assert len(result.missed("no decisions")) > len(result.missed("default"))
+    assert len(result.missed("no context")) > len(result.missed("default"))
     html = result._repr_html_()
-    assert "no decisions" in html and "line-through" in html
+    assert "no context" in html and "line-through" in html
 
 
 def test_list_of_variants_and_baseline() -> None:
@@ -70,3 +74,27 @@ def test_prompt_editor_returns_the_edited_prompt_set() -> None:
     assert "application/vnd.jupyter.widget-view+json" in editor._repr_mimebundle_()
     with pytest.raises(ValueError, match="unknown prompt fields"):
         prompt_editor(fields=("nope",))
+
+
+def test_rows_name_the_stand_in_and_unknown_prices_are_nan() -> None:
+    import math
+
+    session = generate_session(10, seed=1)
+    offline = tune(session, [DEFAULT_PROMPTS], settings=SETTINGS).frame
+    assert offline["summarizer"][0] == "extractive stand-in" and offline["cost"][0] == 0.0
+    unknown = tune(
+        session,
+        [DEFAULT_PROMPTS],
+        "no-such-model-xyz",
+        settings=SETTINGS,
+        completion=follow_layout(lambda model, messages, **kw: _scripted(messages, **kw)),
+    ).frame
+    assert unknown["summarizer"][0] == "no-such-model-xyz (custom completion)"
+    assert math.isnan(unknown["cost"][0])
+    assert "no-such-model-xyz" in unknown["cost_note"][0]
+
+
+def _scripted(messages, **kwargs):
+    from pi_nb.llm import complete
+
+    return complete("pinb/scripted", messages, stream=False, **kwargs)
