@@ -142,6 +142,101 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """List Pi's session files, newest activity first; unreadable ones with the reason."""
+    from .session.listing import scan_session_files, sessions_root
+
+    try:
+        rows = scan_session_files(args.dir)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json([_session_row_dict(r) for r in rows])
+        return 0
+    if not rows:
+        print(f"no session files in {args.dir or sessions_root()}")
+        return 0
+    print(_sessions_table(rows))
+    bad = sum(1 for r in rows if not r.readable)
+    if bad:
+        print(f"pi-nb: {bad} file(s) could not be read (see the error column)", file=sys.stderr)
+    return 0
+
+
+def _session_row_dict(row: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    out = asdict(row)
+    out["lastActivity"] = _utc(out["last_activity_ms"], "%Y-%m-%dT%H:%M:%S.%f")
+    if out["lastActivity"]:
+        out["lastActivity"] = out["lastActivity"][:-3] + "Z"
+    return out
+
+
+def _utc(ms: int | None, fmt: str) -> str | None:
+    """A millisecond time in UTC; the number itself where datetime cannot show it."""
+    from datetime import datetime, timezone
+
+    if ms is None:
+        return None
+    try:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def _sessions_table(rows: Sequence[Any]) -> str:
+    """One line per file: number (for ``%pi open N``), activity, counts, size, where, what."""
+
+    def when(ms: int | None) -> str:
+        return _utc(ms, "%Y-%m-%d %H:%M") or "-"
+
+    def size(n: int | None) -> str:
+        if n is None:
+            return "-"
+        for unit in ("B", "kB", "MB", "GB"):
+            if n < 1000 or unit == "GB":
+                return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            n /= 1000  # type: ignore[assignment]
+        return str(n)
+
+    def count(n: int | None) -> str:
+        return "-" if n is None else str(n)
+
+    def cell(text: str, width: int = 60) -> str:
+        # A hostile cwd or name (newlines, escapes, megabytes) must not break the one line.
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    head = ("#", "last activity UTC", "entries", "msgs", "compact", "size", "cwd", "session", "error")
+    table = [head]
+    for number, r in enumerate(rows, 1):
+        label = cell(f"{r.file} ({r.name})" if r.name else r.file)
+        table.append(
+            (
+                str(number),
+                when(r.last_activity_ms),
+                count(r.entries),
+                count(r.messages),
+                count(r.compactions),
+                size(r.size),
+                cell(r.cwd or "-"),
+                label,
+                cell(r.error or "", 200),
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(head) - 1)]
+    right = {0, 2, 3, 4, 5}
+    lines = []
+    for line in table:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(line[:-1])
+        ]
+        lines.append(("  ".join(cells) + "  " + line[-1]).rstrip())
+    return "\n".join(lines)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Open a session file (a bundled sample by default) and print tree, context and tokens."""
     from .samples import sample_session_path
@@ -258,6 +353,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", help="cache results here (reruns make no model calls)")
     p.add_argument("--jobs", type=_non_negative, default=1, help="parallel workers")
     p.add_argument("--price-model", help="price the calls as this model (litellm table)")
+
+    p = add("sessions", cmd_sessions, "list session files, newest first (Pi's folder by default)")
+    p.add_argument(
+        "dir", nargs="?", help="folder of session files (default: <agent dir>/sessions, "
+        "PI_CODING_AGENT_DIR respected; subfolders one level deep are listed too)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON list, a dict per file")
 
     p = add("demo", cmd_demo, "print tree, context and tokens of a session (sample by default)")
     p.add_argument("file", nargs="?")

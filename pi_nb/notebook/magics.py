@@ -284,6 +284,7 @@ class PiMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell, **kwargs)
         self.session: Any = None  # the current pi_nb.agent.Session — the magics' only state
+        self.listing: list[Any] | None = None  # rows of the last %pi sessions, for %pi open N
         self.parser = self._build_parser()
         self.cell_parser = self._build_cell_parser()
 
@@ -425,7 +426,9 @@ class PiMagics(Magics):
         p.add_argument("path", nargs="?", help="session file (default: PiMagics.session_dir)")
         p.add_argument("--cwd", help="working folder for the agent's tools")
         p = add("open", PiMagics.cmd_open, "open any Pi session file and continue it")
-        p.add_argument("path")
+        p.add_argument("path", help="a session file, or N: row N of the last %pi sessions")
+        p = add("sessions", PiMagics.cmd_sessions, "list session files, newest first")
+        p.add_argument("dir", nargs="?", help="folder (default: Pi's <agent dir>/sessions)")
         p = add("use", PiMagics.cmd_use, "make a Session held in a notebook variable current")
         p.add_argument("variable")
         add("session", PiMagics.cmd_session, "return the current Session (s = %pi session)")
@@ -492,10 +495,48 @@ class PiMagics(Magics):
         self._replace_session(self._new_session(args.path, args.cwd))
         self.cmd_status(args)
 
+    def cmd_sessions(self, args: argparse.Namespace) -> None:
+        """Show the session browser; its row numbers are what ``%pi open N`` takes."""
+        from IPython.display import display
+
+        from ..session.listing import scan_session_files, sessions_frame, sessions_root
+
+        try:
+            rows = scan_session_files(args.dir)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise UsageError(f"%pi sessions: {exc}") from None
+        self.listing = rows
+        if not rows:
+            print(f"no session files in {args.dir or sessions_root()}")
+            return
+        display(sessions_frame(rows).drop(columns=["path", "id"]))
+        bad = sum(1 for r in rows if not r.readable)
+        note = f"; {bad} could not be read (see error)" if bad else ""
+        print(f"{len(rows)} file(s){note} · %pi open N opens row N")
+
+    def _listed_path(self, text: str) -> str:
+        """``%pi open N``: the path of row N of the last listing; any other text is a path
+        (a file named like a number only opens while there is no listing)."""
+        if not text.isdigit():
+            return text
+        if self.listing is None:
+            if os.path.exists(text):
+                return text
+            raise UsageError(f"%pi open {text}: no listing yet (run %pi sessions first)")
+        number = int(text)
+        if not 1 <= number <= len(self.listing):
+            raise UsageError(
+                f"%pi open {text}: the last listing has rows 1 to {len(self.listing)}"
+            )
+        row = self.listing[number - 1]
+        if not row.readable:
+            raise UsageError(f"%pi open {text}: {row.file} cannot be opened ({row.error})")
+        return row.path
+
     def cmd_open(self, args: argparse.Namespace) -> None:
         from ..agent import Session
 
-        path = os.path.abspath(os.path.expanduser(args.path))
+        path = os.path.abspath(os.path.expanduser(self._listed_path(args.path)))
         if _is_bundled_sample(path):
             raise UsageError(
                 "%pi open: that is a bundled sample (read-only); open a copy, e.g. "
