@@ -156,7 +156,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no session files in {args.dir or sessions_root()}")
         return 0
-    print(_sessions_table(rows))
+    from .render import render_sessions
+
+    print(render_sessions(rows))
     bad = sum(1 for r in rows if not r.readable)
     if bad:
         print(f"pi-nb: {bad} file(s) could not be read (see the error column)", file=sys.stderr)
@@ -166,75 +168,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def _session_row_dict(row: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
+    from .render import utc_text
+
     out = asdict(row)
-    out["lastActivity"] = _utc(out["last_activity_ms"], "%Y-%m-%dT%H:%M:%S.%f")
+    out["lastActivity"] = utc_text(out["last_activity_ms"], "%Y-%m-%dT%H:%M:%S.%f")
     if out["lastActivity"]:
         out["lastActivity"] = out["lastActivity"][:-3] + "Z"
     return out
-
-
-def _utc(ms: int | None, fmt: str) -> str | None:
-    """A millisecond time in UTC; the number itself where datetime cannot show it."""
-    from datetime import datetime, timezone
-
-    if ms is None:
-        return None
-    try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime(fmt)
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
-
-
-def _sessions_table(rows: Sequence[Any]) -> str:
-    """One line per file: number (for ``%pi open N``), activity, counts, size, where, what."""
-
-    def when(ms: int | None) -> str:
-        return _utc(ms, "%Y-%m-%d %H:%M") or "-"
-
-    def size(n: int | None) -> str:
-        if n is None:
-            return "-"
-        for unit in ("B", "kB", "MB", "GB"):
-            if n < 1000 or unit == "GB":
-                return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-            n /= 1000  # type: ignore[assignment]
-        return str(n)
-
-    def count(n: int | None) -> str:
-        return "-" if n is None else str(n)
-
-    def cell(text: str, width: int = 60) -> str:
-        # A hostile cwd or name (newlines, escapes, megabytes) must not break the one line.
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    head = ("#", "last activity UTC", "entries", "msgs", "compact", "size", "cwd", "session", "error")
-    table = [head]
-    for number, r in enumerate(rows, 1):
-        label = cell(f"{r.file} ({r.name})" if r.name else r.file)
-        table.append(
-            (
-                str(number),
-                when(r.last_activity_ms),
-                count(r.entries),
-                count(r.messages),
-                count(r.compactions),
-                size(r.size),
-                cell(r.cwd or "-"),
-                label,
-                cell(r.error or "", 200),
-            )
-        )
-    widths = [max(len(line[i]) for line in table) for i in range(len(head) - 1)]
-    right = {0, 2, 3, 4, 5}
-    lines = []
-    for line in table:
-        cells = [
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
-            for i, cell in enumerate(line[:-1])
-        ]
-        lines.append(("  ".join(cells) + "  " + line[-1]).rstrip())
-    return "\n".join(lines)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

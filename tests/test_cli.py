@@ -194,3 +194,68 @@ def test_context_json_prints_numbers_like_javascript(tmp_path):
     message = json.loads(result.stdout)["messages"][0]
     assert '"timestamp": 1,' in result.stdout and '"zero": 0}' in result.stdout
     assert message["score"] == 2.5
+
+
+# --- sessions ----------------------------------------------------------------------------------
+
+
+def _run_env(env: dict, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "pi_nb", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **env})
+
+
+def test_sessions_one_row_per_file_newest_first_errors_shown(tmp_path):
+    from pi_nb.session.listing import default_session_dir
+
+    agent = tmp_path / "agent"
+    folders = []
+    for n, (day, cwd) in enumerate((("2026-01-05", "/p/old"), ("2026-04-05", "/p/new\nline"))):
+        folder = agent / "sessions" / f"--p{n}--"
+        folder.mkdir(parents=True)
+        header = {"type": "session", "version": 3, "id": f"id{n}",
+                  "timestamp": f"{day}T08:00:00.000Z", "cwd": cwd}
+        entries = [
+            {"type": "message", "id": "u1", "parentId": None, "timestamp": f"{day}T08:00:01.000Z",
+             "message": {"role": "user", "content": "q", "timestamp": 1}},
+            {"type": "session_info", "id": "n1", "parentId": "u1",
+             "timestamp": f"{day}T08:30:00.000Z", "name": f"name {n}"},
+        ]
+        (folder / f"s{n}.jsonl").write_text(
+            "".join(json.dumps(e) + "\n" for e in (header, *entries)), encoding="utf-8")
+        folders.append(folder)
+    (folders[0] / "junk.jsonl").write_text("garbage\n", encoding="utf-8")
+    (folders[0] / "dir.jsonl").mkdir()
+    proc = _run_env({"PI_CODING_AGENT_DIR": str(agent)}, "sessions")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["#", "last", "activity", "UTC", "entries", "msgs", "compact",
+                                "size", "cwd", "session", "error"]
+    assert len(lines) == 1 + 4  # one row per file, the hostile cwd's newline escaped
+    size = (folders[1] / "s1.jsonl").stat().st_size
+    assert lines[1].split()[:8] == ["1", "2026-04-05", "08:30", "2", "1", "0", str(size), "B"]
+    assert "/p/new\\nline" in lines[1] and lines[1].endswith("s1.jsonl (name 1)")
+    assert lines[2].startswith("2  2026-01-05 08:30") and lines[2].endswith("s0.jsonl (name 0)")
+    assert lines[3].split()[:7] == ["3", "-", "-", "-", "-", "-", "-"]
+    assert lines[3].split()[-6:] == ["dir.jsonl", "a", "directory,", "not", "a", "file"]
+    assert lines[4].split()[:2] == ["4", "-"] and "junk.jsonl" in lines[4]
+    assert lines[4].endswith("not a Pi session file (no parsable lines)")
+    assert proc.stderr == "pi-nb: 2 file(s) could not be read (see the error column)\n"
+    # one project folder, as JSON
+    proc = _run_env({}, "sessions", folders[1], "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["id"] == "id1" and row["entries"] == 2 and row["messages"] == 1
+    assert row["lastActivity"] == "2026-04-05T08:30:00.000Z" and row["error"] is None
+    assert default_session_dir("/x").endswith("--x--")
+
+
+def test_sessions_user_mistakes_and_empty(tmp_path):
+    line = _assert_one_error_line(run("sessions", tmp_path / "nowhere"))
+    assert "no such folder" in line
+    (tmp_path / "f.jsonl").write_text("", encoding="utf-8")
+    assert "not a folder" in _assert_one_error_line(run("sessions", tmp_path / "f.jsonl"))
+    proc = _run_env({"PI_CODING_AGENT_DIR": str(tmp_path / "none")}, "sessions")
+    assert proc.returncode == 0
+    assert proc.stdout == f"no session files in {tmp_path / 'none' / 'sessions'}\n"

@@ -426,7 +426,7 @@ class PiMagics(Magics):
         p.add_argument("path", nargs="?", help="session file (default: PiMagics.session_dir)")
         p.add_argument("--cwd", help="working folder for the agent's tools")
         p = add("open", PiMagics.cmd_open, "open any Pi session file and continue it")
-        p.add_argument("path", help="a session file, or N: row N of the last %pi sessions")
+        p.add_argument("path", help="a session file, or N: row N of the last %%pi sessions")
         p = add("sessions", PiMagics.cmd_sessions, "list session files, newest first")
         p.add_argument("dir", nargs="?", help="folder (default: Pi's <agent dir>/sessions)")
         p = add("use", PiMagics.cmd_use, "make a Session held in a notebook variable current")
@@ -497,8 +497,7 @@ class PiMagics(Magics):
 
     def cmd_sessions(self, args: argparse.Namespace) -> None:
         """Show the session browser; its row numbers are what ``%pi open N`` takes."""
-        from IPython.display import display
-
+        from ..render import render_sessions
         from ..session.listing import scan_session_files, sessions_frame, sessions_root
 
         try:
@@ -509,7 +508,8 @@ class PiMagics(Magics):
         if not rows:
             print(f"no session files in {args.dir or sessions_root()}")
             return
-        display(sessions_frame(rows).drop(columns=["path", "id"]))
+        frame = sessions_frame(rows).drop(columns=["path", "id"])
+        _display_text_html(render_sessions(rows), frame.to_html())
         bad = sum(1 for r in rows if not r.readable)
         note = f"; {bad} could not be read (see error)" if bad else ""
         print(f"{len(rows)} file(s){note} · %pi open N opens row N")
