@@ -259,3 +259,53 @@ def test_sessions_user_mistakes_and_empty(tmp_path):
     proc = _run_env({"PI_CODING_AGENT_DIR": str(tmp_path / "none")}, "sessions")
     assert proc.returncode == 0
     assert proc.stdout == f"no session files in {tmp_path / 'none' / 'sessions'}\n"
+
+
+# --- commands that never call a model stay light ------------------------------------------------
+
+MODEL_FREE = {
+    "tree": ["tree", "{sample}"],
+    "context": ["context", "{sample}", "--json"],
+    "tokens": ["tokens", "{sample}"],
+    "cut": ["cut", "{sample}", "--keep", "100"],
+    "sessions": ["sessions", "{folder}"],
+    "import-pi": ["import", "pi", "{sample}", "-o", "{out}"],
+    "import-claude-code": ["import", "auto", "{claude}", "-o", "{out}"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_FREE))
+def test_model_free_commands_never_import_litellm_pandas_matplotlib(tmp_path, name):
+    from pi_nb.samples import sample_session_path
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(sample_session_path(), folder / "a.jsonl")
+    values = {"sample": sample_session_path(), "folder": folder, "out": tmp_path / "out.jsonl",
+              "claude": FIXTURES / "transcripts" / "claude_code_session.jsonl"}
+    argv = [str(a).format(**{k: str(v) for k, v in values.items()}) for a in MODEL_FREE[name]]
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "pi_nb", *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "pi_nb.cli" in imported  # the -X importtime report is really there
+    heavy = {m for m in imported if m.split(".")[0] in ("litellm", "pandas", "matplotlib")}
+    assert not heavy, f"pi-nb {name} imported {sorted(heavy)[:5]}"
+
+
+def test_import_pi_copies_and_costs_flag_is_refused(tmp_path):
+    from pi_nb.samples import sample_session_path
+
+    out = tmp_path / "copy.jsonl"
+    proc = run("import", "pi", sample_session_path(), "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"wrote {out}"
+    original = SessionTree.open(sample_session_path()).entries
+    assert SessionTree.open(out).entries[: len(original)] == original  # + the import note
+    proc = run("import", "auto", sample_session_path(), "-o", tmp_path / "b.jsonl", "--costs")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr == (
+        "pi-nb import: error: --costs does not apply to a Pi session (it keeps its own costs)\n"
+    )
+    assert not (tmp_path / "b.jsonl").exists()

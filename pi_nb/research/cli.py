@@ -57,16 +57,29 @@ def import_command(
     import warnings
 
     from ..session.jsonl import SessionError, SessionLoadWarning
-    from .importers import FORMATS, TranscriptImportError, import_transcript
+    from .importers import (
+        FORMATS,
+        TranscriptImportError,
+        detect_format,
+        existing_source,
+        import_transcript,
+    )
 
     if kind != "auto" and kind not in FORMATS:
         return _fail("import", f"unknown format {kind!r} (choose from {', '.join(FORMATS)})")
     if not out:
         return _fail("import", "an output file is required (-o OUT.jsonl)")
+    # Only the transcript importers price usage; a Pi file already carries its costs.
+    options: dict[str, Any] = {"overwrite": overwrite}
     try:
+        if costs:
+            existing_source(src)
+            if (kind if kind != "auto" else detect_format(src)) == "pi":
+                return _fail("import", "--costs does not apply to a Pi session (it keeps its own costs)")
+            options["costs"] = True
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SessionLoadWarning)
-            result = import_transcript(src, out, kind, overwrite=overwrite, costs=costs)
+            result = import_transcript(src, out, kind, **options)
     except (TranscriptImportError, SessionError, OSError, ValueError) as exc:
         return _fail("import", exc)
     print(result.report.summary())
