@@ -32,6 +32,7 @@ TABLE_COLUMNS = (
     "probe_continuation",
     "probe_decision",
     "probe_all",
+    "reason",
     "error",
 )
 
@@ -104,6 +105,20 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     return value
+
+
+def _reasons(frame: Any, keep: int) -> list[str]:
+    """Why a row's figures are what they are: the strategy's note, and why it has no probes."""
+    reasons = []
+    for row in frame.to_dict(orient="records"):
+        parts = []
+        note = row.get("note")
+        if isinstance(note, str) and note:
+            parts.append(note)
+        if not row.get("error") and not row.get("probes"):
+            parts.append(f"no probes: nothing to cut at keep={keep}")
+        reasons.append("; ".join(parts) or "-")
+    return reasons
 
 
 def compare_command(
@@ -187,8 +202,18 @@ def compare_command(
     elif fmt == "csv":
         frame.to_csv(sys.stdout, index=False)
     else:
-        table = frame[list(TABLE_COLUMNS)]
-        sys.stdout.write(table.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
+        table = frame.assign(
+            reason=_reasons(frame, settings.keep_recent_tokens), error=frame["error"].fillna("-")
+        )[list(TABLE_COLUMNS)]
+        text = table.to_string(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-")
+        sys.stdout.write(text + "\n")
+        if (frame["probes"].fillna(0) == 0).any():
+            sys.stderr.write(
+                "pi-nb compare: '-' in the probe columns: Pi's cut at keepRecentTokens="
+                f"{settings.keep_recent_tokens} removes nothing from some session(s), so there "
+                "is no removed fact to probe (pi-nb cut FILE --keep N shows where a cut falls; "
+                "--keep N below the context's tokens makes one)\n"
+            )
     failed = frame["error"].notna().sum()
     if failed:
         sys.stderr.write(f"pi-nb compare: {failed} run(s) failed (see the error column)\n")

@@ -111,3 +111,30 @@ def test_compare_command_rejects_a_non_session(tmp_path: Path, capsys) -> None:
     bogus.write_text("hello\n")
     assert compare_command([str(bogus)], "mask", "pinb/scripted", "json") == 2
     assert "not a Pi session" in capsys.readouterr().err
+
+
+def test_compare_table_says_why_probe_columns_are_empty(capsys: pytest.CaptureFixture) -> None:
+    from pi_nb.samples import sample_session_path
+
+    # Pi's default keepRecentTokens (20000) keeps the whole 376-token sample: nothing is cut,
+    # so no fact is removed and nothing can be probed. The table must say so, not show NaN.
+    assert compare_command([sample_session_path()], "pi,mask", "pinb/scripted", "table") == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert "reason" in lines[0].split() and "NaN" not in captured.out
+    assert lines[1].split()[:2] == ["refactor_session", "pi"]
+    reason = "no probes: nothing to cut at keep=20000"
+    assert lines[1].split()[-1] == "-"  # the error column: none
+    assert lines[1][:-1].rstrip().endswith(f"Nothing to compact (session too small); {reason}")
+    assert lines[2].split()[-1] == "-" and lines[2][:-1].rstrip().endswith(f" {reason}")
+    assert lines[1].split()[8:13] == ["-"] * 5  # the probe columns
+    assert "Pi's cut at keepRecentTokens=20000 removes nothing" in captured.err
+    # with a keep below the context's tokens there is a cut, probes, and recall figures
+    assert compare_command(
+        [sample_session_path()], "pi,mask", "pinb/scripted", "table", keep_recent_tokens=50
+    ) == 0
+    captured = capsys.readouterr()
+    assert "no probes" not in captured.out and captured.err == ""
+    header, *rows = captured.out.splitlines()
+    column = header.split().index("probe_all")
+    assert all(0 <= float(row.split()[column]) <= 1 for row in rows) and len(rows) == 2
