@@ -96,10 +96,22 @@ def cmd_cut(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_sample(path: str, command: str) -> None:
+    """Writing commands never append to a bundled sample (it is part of the package)."""
+    from .samples import is_sample_path
+
+    if is_sample_path(path):
+        raise CliError(
+            f"{path} is a bundled sample (read-only); copy it first, e.g. "
+            f"cp {path} my_session.jsonl && pi-nb {command} my_session.jsonl …"
+        )
+
+
 def cmd_prompt(args: argparse.Namespace) -> int:
     """Send one user prompt through the agent (file created if needed); stream the reply."""
     from .agent.cli import run_prompt_cli
 
+    _refuse_sample(args.file, "prompt")
     return run_prompt_cli(
         args.file,
         args.text,
@@ -115,7 +127,17 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Compact the session now (or --preview: show the cut and summary, change nothing)."""
     from .agent.cli import compact_cli
 
-    return compact_cli(args.file, preview=args.preview, model=args.model, focus=args.focus)
+    if not args.preview:
+        _refuse_sample(args.file, "compact")
+    return compact_cli(
+        args.file,
+        preview=args.preview,
+        model=args.model,
+        focus=args.focus,
+        window=args.window,
+        reserve=args.reserve,
+        keep=args.keep,
+    )
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -268,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preview", action="store_true")
     p.add_argument("--model")
     p.add_argument("--focus", help="extra instructions for the summary")
+    p.add_argument("--window", type=_non_negative, help="context window W")
+    p.add_argument("--reserve", type=_non_negative, help="reserveTokens R")
+    p.add_argument("--keep", type=_non_negative, help="keepRecentTokens kept verbatim")
 
     p = add("import", cmd_import, "convert a transcript into a Pi session file")
     p.add_argument("kind", choices=["pi", "claude-code", "codex", "openai", "auto"])

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pinb_testkit import FIXTURES, assistant, new_tree, tool_call, tool_result, user
@@ -309,3 +310,36 @@ def test_import_pi_copies_and_costs_flag_is_refused(tmp_path):
         "pi-nb import: error: --costs does not apply to a Pi session (it keeps its own costs)\n"
     )
     assert not (tmp_path / "b.jsonl").exists()
+
+
+# --- compact --keep/--reserve/--window, and the bundled sample stays read-only ------------------
+
+
+def test_compact_budget_flags_demonstrate_a_compaction_on_the_sample(tmp_path):
+    from pi_nb.samples import sample_session_path
+
+    sample = sample_session_path()
+    before = Path(sample).read_bytes()
+    # Pi's default keepRecentTokens (20000) keeps the whole 376-token sample
+    proc = run("compact", sample, "--preview")
+    assert proc.returncode == 1 and "Nothing to compact" in proc.stderr
+    proc = run("compact", sample, "--preview", "--keep", "50")
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()[0]
+    cut = json.loads(run("cut", sample, "--keep", "50", "--json").stdout)
+    assert head.startswith("compaction preview (nothing written): tokens 376 → ")
+    assert f"first kept entry {cut['firstKeptEntryId']}, split turn" in head
+    assert "## Goal" in proc.stdout
+    # writing commands refuse the bundled sample; a copy compacts
+    for argv in (("compact", sample, "--keep", "50"), ("prompt", sample, "hi")):
+        assert "is a bundled sample (read-only); copy it first" in _assert_one_error_line(run(*argv))
+    assert Path(sample).read_bytes() == before
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(sample, copy)
+    proc = run("compact", copy, "--keep", "50", "--reserve", "1000", "--window", "8192")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("compaction written: tokens 376 → ")
+    last = json.loads(copy.read_text(encoding="utf-8").splitlines()[-1])
+    assert last["type"] == "compaction" and last["firstKeptEntryId"] == cut["firstKeptEntryId"]
+    proc = run("compact", copy, "--keep", "-1")
+    assert proc.returncode == 2 and "must be ≥ 0" in proc.stderr

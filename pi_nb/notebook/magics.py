@@ -763,13 +763,9 @@ def _error_line(exc: BaseException) -> str:
 
 
 def _is_bundled_sample(path: str) -> bool:
-    import importlib.util
+    from ..samples import is_sample_path
 
-    spec = importlib.util.find_spec("pi_nb.samples")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    folders = [os.path.abspath(p) for p in spec.submodule_search_locations]
-    return any(os.path.dirname(path) == folder for folder in folders)
+    return is_sample_path(path)
 
 
 def _new_file_name() -> str:
