@@ -354,5 +354,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def run() -> None:
+    """The ``pi-nb`` console script and ``python -m pi_nb``: :func:`main`, then exit.
+
+    Before exiting, every object is moved out of the garbage collector's reach
+    (``gc.freeze``): the interpreter's teardown would otherwise traverse the thousands of
+    classes litellm imports, seconds after the reply was printed (2.7 s measured on
+    ``import litellm`` alone). atexit handlers and finalizers still run, so files are closed
+    and locks released as usual.
+    """
+    status = main()
+    import gc
+
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

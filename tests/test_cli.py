@@ -343,3 +343,28 @@ def test_compact_budget_flags_demonstrate_a_compaction_on_the_sample(tmp_path):
     assert last["type"] == "compaction" and last["firstKeptEntryId"] == cut["firstKeptEntryId"]
     proc = run("compact", copy, "--keep", "-1")
     assert proc.returncode == 2 and "must be ≥ 0" in proc.stderr
+
+
+def test_prompt_exits_promptly_after_the_reply(tmp_path):
+    # After `import litellm`, the interpreter's final garbage collection took seconds
+    # (3-4 s measured under load) between the printed reply and the exit.
+    import os
+    import time
+
+    path = tmp_path / "p.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "pi_nb", "prompt", str(path), "hi",
+                             "--model", "pinb/scripted", "--no-tools"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    last = None
+    while True:
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        last = time.perf_counter()
+    gap = time.perf_counter() - last
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [e.get("message", {}).get("role") for e in lines[1:]] == ["user", "assistant"]
+    assert gap < 1.5, f"{gap:.2f} s from the reply to the exit"
