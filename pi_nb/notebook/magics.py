@@ -3,8 +3,9 @@
 Magics only parse and display: every subcommand is one call of the public API
 (:class:`pi_nb.agent.Session` and the :mod:`pi_nb.notebook` helpers). The current session is
 the state, held on the magics object (:func:`current_session` returns it to Python code),
-with the rows of the last ``%pi sessions`` listing (what ``%pi open N`` numbers). Settings are traitlets, configurable with ``%config PiMagics.model = "..."``
-like jupyter-ai's magics; changing one applies to the current session at once.
+with the rows of the last ``%pi sessions`` listing (what ``%pi open N`` numbers). Settings
+are traitlets, configurable with ``%config PiMagics.model = "..."`` like jupyter-ai's
+magics; changing one applies to the current session at once.
 
 Nothing heavy (litellm, pandas, matplotlib, anywidget) is imported until a subcommand needs
 it, so ``%load_ext pi_nb`` stays instant.
