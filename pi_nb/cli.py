@@ -96,10 +96,22 @@ def cmd_cut(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_sample(path: str, command: str) -> None:
+    """Writing commands never append to a bundled sample (it is part of the package)."""
+    from .samples import is_sample_path
+
+    if is_sample_path(path):
+        raise CliError(
+            f"{path} is a bundled sample (read-only); copy it first, e.g. "
+            f"cp {path} my_session.jsonl && pi-nb {command} my_session.jsonl …"
+        )
+
+
 def cmd_prompt(args: argparse.Namespace) -> int:
     """Send one user prompt through the agent (file created if needed); stream the reply."""
     from .agent.cli import run_prompt_cli
 
+    _refuse_sample(args.file, "prompt")
     return run_prompt_cli(
         args.file,
         args.text,
@@ -115,7 +127,17 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Compact the session now (or --preview: show the cut and summary, change nothing)."""
     from .agent.cli import compact_cli
 
-    return compact_cli(args.file, preview=args.preview, model=args.model, focus=args.focus)
+    if not args.preview:
+        _refuse_sample(args.file, "compact")
+    return compact_cli(
+        args.file,
+        preview=args.preview,
+        model=args.model,
+        focus=args.focus,
+        window=args.window,
+        reserve=args.reserve,
+        keep=args.keep,
+    )
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -144,6 +166,41 @@ def cmd_compare(args: argparse.Namespace) -> int:
         at=args.at,
         replay=args.replay,
     )
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """List Pi's session files, newest activity first; unreadable ones with the reason."""
+    from .session.listing import scan_session_files, sessions_root
+
+    try:
+        rows = scan_session_files(args.dir)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        _print_json([_session_row_dict(r) for r in rows])
+        return 0
+    if not rows:
+        print(f"no session files in {args.dir or sessions_root()}")
+        return 0
+    from .render import render_sessions
+
+    print(render_sessions(rows))
+    bad = sum(1 for r in rows if not r.readable)
+    if bad:
+        print(f"pi-nb: {bad} file(s) could not be read (see the error column)", file=sys.stderr)
+    return 0
+
+
+def _session_row_dict(row: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from .render import utc_text
+
+    out = asdict(row)
+    out["lastActivity"] = utc_text(out["last_activity_ms"], "%Y-%m-%dT%H:%M:%S.%f")
+    if out["lastActivity"]:
+        out["lastActivity"] = out["lastActivity"][:-3] + "Z"
+    return out
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -237,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preview", action="store_true")
     p.add_argument("--model")
     p.add_argument("--focus", help="extra instructions for the summary")
+    p.add_argument("--window", type=_non_negative, help="context window W")
+    p.add_argument("--reserve", type=_non_negative, help="reserveTokens R")
+    p.add_argument("--keep", type=_non_negative, help="keepRecentTokens kept verbatim")
 
     p = add("import", cmd_import, "convert a transcript into a Pi session file")
     p.add_argument("kind", choices=["pi", "claude-code", "codex", "openai", "auto"])
@@ -278,6 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--replay", action="store_true", help="ask for the next step with full / compacted context"
     )
 
+    p = add("sessions", cmd_sessions, "list session files, newest first (Pi's folder by default)")
+    p.add_argument(
+        "dir", nargs="?", help="folder of session files (default: <agent dir>/sessions, "
+        "PI_CODING_AGENT_DIR respected; subfolders one level deep are listed too)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON list, a dict per file")
+
     p = add("demo", cmd_demo, "print tree, context and tokens of a session (sample by default)")
     p.add_argument("file", nargs="?")
     return parser
@@ -306,5 +373,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def run() -> None:
+    """The ``pi-nb`` console script and ``python -m pi_nb``: :func:`main`, then exit.
+
+    Before exiting, every object is moved out of the garbage collector's reach
+    (``gc.freeze``): the interpreter's teardown would otherwise traverse the thousands of
+    classes litellm imports, seconds after the reply was printed (2.7 s measured on
+    ``import litellm`` alone). atexit handlers and finalizers still run, so files are closed
+    and locks released as usual.
+    """
+    status = main()
+    import gc
+
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

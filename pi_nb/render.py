@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .entries import Entry
 from .messages import content_text
+from .session.listing import SessionFile
 from .session.tree import SessionTree, TreeNode
 from .tokens import TokenCache
 
@@ -125,4 +128,72 @@ def render_context(tree: SessionTree, leaf_id: str | None = None, width: int = 8
                 f"{one_line(text, width)}"
             )
             index += 1
+    return "\n".join(lines)
+
+
+def utc_text(ms: int | None, fmt: str) -> str | None:
+    """A millisecond time in UTC; the number itself where datetime cannot show it."""
+    from datetime import datetime, timezone
+
+    if ms is None:
+        return None
+    try:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime(fmt)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def render_sessions(rows: Sequence[SessionFile]) -> str:
+    """The session browser as text, one line per file: its number (what ``%pi open N``
+    takes), last activity, counts, size, cwd, file (and name) and why it is unreadable."""
+
+    def when(ms: int | None) -> str:
+        return utc_text(ms, "%Y-%m-%d %H:%M") or "-"
+
+    def size(n: int | None) -> str:
+        if n is None:
+            return "-"
+        if n < 1000:
+            return f"{n} B"
+        value = n / 1000
+        for unit in ("kB", "MB"):
+            if value < 1000:
+                return f"{value:.1f} {unit}"
+            value /= 1000
+        return f"{value:.1f} GB"
+
+    def count(n: int | None) -> str:
+        return "-" if n is None else str(n)
+
+    def cell(text: str, width: int = 60) -> str:
+        # A hostile cwd or name (newlines, escapes, megabytes) must not break the one line.
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    head = ("#", "last activity UTC", "entries", "msgs", "compact", "size", "cwd", "session", "error")
+    table = [head]
+    for number, r in enumerate(rows, 1):
+        label = cell(f"{r.file} ({r.name})" if r.name else r.file)
+        table.append(
+            (
+                str(number),
+                when(r.last_activity_ms),
+                count(r.entries),
+                count(r.messages),
+                count(r.compactions),
+                size(r.size),
+                cell(r.cwd or "-"),
+                label,
+                cell(r.error or "", 200),
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(head) - 1)]
+    right = {0, 2, 3, 4, 5}
+    lines = []
+    for line in table:
+        cells = [
+            text.rjust(widths[i]) if i in right else text.ljust(widths[i])
+            for i, text in enumerate(line[:-1])
+        ]
+        lines.append(("  ".join(cells) + "  " + line[-1]).rstrip())
     return "\n".join(lines)

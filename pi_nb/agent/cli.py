@@ -3,7 +3,7 @@
 ``pi_nb.cli`` parses the arguments and calls these; they return the exit status.
 
     pi-nb prompt FILE "TEXT" [--model M] [--window W] [--reserve R] [--keep K] [--no-tools]
-    pi-nb compact FILE [--preview] [--model M] [--focus TEXT]
+    pi-nb compact FILE [--preview] [--model M] [--focus TEXT] [--window W] [--reserve R] [--keep K]
 """
 
 from __future__ import annotations
@@ -165,11 +165,17 @@ def compact_cli(
     preview: bool = False,
     model: str | None = None,
     focus: str | None = None,
+    window: int | None = None,
+    reserve: int | None = None,
+    keep: int | None = None,
     stream_to: TextIO | None = None,
     err: TextIO | None = None,
     **options: Any,
 ) -> int:
     """``pi-nb compact``: compact the session in ``path`` now (or ``preview`` the cut).
+
+    ``window`` / ``reserve`` / ``keep`` set the budget as for ``pi-nb prompt`` (``keep`` is
+    keepRecentTokens: how much recent context the compaction keeps verbatim).
 
     Prints the summary (or the preview) to ``stream_to``. Returns 0 on success, 1 when
     there is nothing to compact or the summary failed, 2 when the file does not exist.
@@ -182,7 +188,7 @@ def compact_cli(
     if not os.path.exists(path):
         err.write(f"pi-nb: error: {path}: no such session file\n")
         return EXIT_USAGE
-    session = Session.open(path, **{**_session_options(model, None, None, None), **options})
+    session = Session.open(path, **{**_session_options(model, window, reserve, keep), **options})
     try:
         result = session.compact(focus=focus, preview=preview)
     except (comp.NothingToCompact, comp.AlreadyCompacted, comp.CompactionCancelled, comp.SummarizationError) as exc:

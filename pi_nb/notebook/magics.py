@@ -2,9 +2,10 @@
 
 Magics only parse and display: every subcommand is one call of the public API
 (:class:`pi_nb.agent.Session` and the :mod:`pi_nb.notebook` helpers). The current session is
-the one piece of state, held on the magics object (:func:`current_session` returns it to
-Python code). Settings are traitlets, configurable with ``%config PiMagics.model = "..."``
-like jupyter-ai's magics; changing one applies to the current session at once.
+the state, held on the magics object (:func:`current_session` returns it to Python code),
+with the rows of the last ``%pi sessions`` listing (what ``%pi open N`` numbers). Settings
+are traitlets, configurable with ``%config PiMagics.model = "..."`` like jupyter-ai's
+magics; changing one applies to the current session at once.
 
 Nothing heavy (litellm, pandas, matplotlib, anywidget) is imported until a subcommand needs
 it, so ``%load_ext pi_nb`` stays instant.
@@ -287,6 +288,7 @@ class PiMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell, **kwargs)
         self.session: Any = None  # the current pi_nb.agent.Session — the magics' only state
+        self.listing: list[Any] | None = None  # rows of the last %pi sessions, for %pi open N
         self.parser = self._build_parser()
         self.cell_parser = self._build_cell_parser()
 
@@ -449,7 +451,7 @@ class PiMagics(Magics):
         p.add_argument("path", nargs="?", help="session file (default: PiMagics.session_dir)")
         p.add_argument("--cwd", help="working folder for the agent's tools")
         p = add("open", PiMagics.cmd_open, "open any Pi session file and continue it")
-        p.add_argument("path")
+        p.add_argument("path", help="a session file, or N: row N of the last %%pi sessions")
         p.add_argument(
             "--follow",
             action="store_true",
@@ -459,6 +461,8 @@ class PiMagics(Magics):
         p.add_argument(
             "--interval", type=float, metavar="SECONDS", help="with --follow: seconds between reads (default 1)"
         )
+        p = add("sessions", PiMagics.cmd_sessions, "list session files, newest first")
+        p.add_argument("dir", nargs="?", help="folder (default: Pi's <agent dir>/sessions)")
         p = add("use", PiMagics.cmd_use, "make a Session held in a notebook variable current")
         p.add_argument("variable")
         add("session", PiMagics.cmd_session, "return the current Session (s = %pi session)")
@@ -525,10 +529,48 @@ class PiMagics(Magics):
         self._replace_session(self._new_session(args.path, args.cwd))
         self.cmd_status(args)
 
+    def cmd_sessions(self, args: argparse.Namespace) -> None:
+        """Show the session browser; its row numbers are what ``%pi open N`` takes."""
+        from ..render import render_sessions
+        from ..session.listing import scan_session_files, sessions_frame, sessions_root
+
+        try:
+            rows = scan_session_files(args.dir)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise UsageError(f"%pi sessions: {exc}") from None
+        self.listing = rows
+        if not rows:
+            print(f"no session files in {args.dir or sessions_root()}")
+            return
+        frame = sessions_frame(rows).drop(columns=["path", "id"])
+        _display_text_html(render_sessions(rows), frame.to_html())
+        bad = sum(1 for r in rows if not r.readable)
+        note = f"; {bad} could not be read (see error)" if bad else ""
+        print(f"{len(rows)} file(s){note} · %pi open N opens row N")
+
+    def _listed_path(self, text: str) -> str:
+        """``%pi open N``: the path of row N of the last listing; any other text is a path
+        (a file named like a number only opens while there is no listing)."""
+        if not text.isdigit():
+            return text
+        if self.listing is None:
+            if os.path.exists(text):
+                return text
+            raise UsageError(f"%pi open {text}: no listing yet (run %pi sessions first)")
+        number = int(text)
+        if not 1 <= number <= len(self.listing):
+            raise UsageError(
+                f"%pi open {text}: the last listing has rows 1 to {len(self.listing)}"
+            )
+        row = self.listing[number - 1]
+        if not row.readable:
+            raise UsageError(f"%pi open {text}: {row.file} cannot be opened ({row.error})")
+        return row.path
+
     def cmd_open(self, args: argparse.Namespace) -> None:
         from ..agent import Session
 
-        path = os.path.abspath(os.path.expanduser(args.path))
+        path = os.path.abspath(os.path.expanduser(self._listed_path(args.path)))
         if _is_bundled_sample(path):
             raise UsageError(
                 "%pi open: that is a bundled sample (read-only); open a copy, e.g. "
@@ -795,13 +837,9 @@ def _error_line(exc: BaseException) -> str:
 
 
 def _is_bundled_sample(path: str) -> bool:
-    import importlib.util
+    from ..samples import is_sample_path
 
-    spec = importlib.util.find_spec("pi_nb.samples")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    folders = [os.path.abspath(p) for p in spec.submodule_search_locations]
-    return any(os.path.dirname(path) == folder for folder in folders)
+    return is_sample_path(path)
 
 
 def _new_file_name() -> str:

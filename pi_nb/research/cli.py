@@ -35,6 +35,7 @@ TABLE_COLUMNS = (
     "probe_decision",
     "probe_needed_later",
     "probe_all",
+    "reason",
     "error",
 )
 #: Shown in the table only when the study asked for them.
@@ -63,16 +64,29 @@ def import_command(
     import warnings
 
     from ..session.jsonl import SessionError, SessionLoadWarning
-    from .importers import FORMATS, TranscriptImportError, import_transcript
+    from .importers import (
+        FORMATS,
+        TranscriptImportError,
+        detect_format,
+        existing_source,
+        import_transcript,
+    )
 
     if kind != "auto" and kind not in FORMATS:
         return _fail("import", f"unknown format {kind!r} (choose from {', '.join(FORMATS)})")
     if not out:
         return _fail("import", "an output file is required (-o OUT.jsonl)")
+    # Only the transcript importers price usage; a Pi file already carries its costs.
+    options: dict[str, Any] = {"overwrite": overwrite}
     try:
+        if costs:
+            existing_source(src)
+            if (kind if kind != "auto" else detect_format(src)) == "pi":
+                return _fail("import", "--costs does not apply to a Pi session (it keeps its own costs)")
+            options["costs"] = True
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SessionLoadWarning)
-            result = import_transcript(src, out, kind, overwrite=overwrite, costs=costs)
+            result = import_transcript(src, out, kind, **options)
     except (TranscriptImportError, SessionError, OSError, ValueError) as exc:
         return _fail("import", exc)
     print(result.report.summary())
@@ -97,6 +111,20 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     return value
+
+
+def _reasons(frame: Any, keep: int) -> list[str]:
+    """Why a row's figures are what they are: the strategy's note, and why it has no probes."""
+    reasons = []
+    for row in frame.to_dict(orient="records"):
+        parts = []
+        note = row.get("note")
+        if isinstance(note, str) and note:
+            parts.append(note)
+        if not row.get("error") and not row.get("probes"):
+            parts.append(f"no probes: nothing to cut at keep={keep}")
+        reasons.append("; ".join(parts) or "-")
+    return reasons
 
 
 def compare_command(
@@ -202,8 +230,18 @@ def compare_command(
             *(REPLAY_COLUMNS if replay else ()),
             TABLE_COLUMNS[-1],
         ]
-        table = frame[columns]
-        sys.stdout.write(table.to_string(index=False, float_format=lambda v: f"{v:.3g}") + "\n")
+        table = frame.assign(
+            reason=_reasons(frame, settings.keep_recent_tokens), error=frame["error"].fillna("-")
+        )[columns]
+        text = table.to_string(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-")
+        sys.stdout.write(text + "\n")
+        if (frame["probes"].fillna(0) == 0).any():
+            sys.stderr.write(
+                "pi-nb compare: '-' in the probe columns: Pi's cut at keepRecentTokens="
+                f"{settings.keep_recent_tokens} removes nothing from some session(s), so there "
+                "is no removed fact to probe (pi-nb cut FILE --keep N shows where a cut falls; "
+                "--keep N below the context's tokens makes one)\n"
+            )
     for note in frame.attrs.get("notes", []):
         sys.stderr.write(f"pi-nb compare: note: {note}\n")
     failed = frame["error"].notna().sum()

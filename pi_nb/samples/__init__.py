@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _HERE = Path(__file__).parent
@@ -14,3 +15,8 @@ def sample_session_path(name: str = "refactor_session") -> str:
         known = ", ".join(sorted(p.stem for p in _HERE.glob("*.jsonl")))
         raise FileNotFoundError(f"no sample session {name!r} (have: {known})")
     return str(path)
+
+
+def is_sample_path(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is one of the bundled sample files (which nothing may write to)."""
+    return os.path.dirname(os.path.realpath(path)) == os.path.realpath(_HERE)

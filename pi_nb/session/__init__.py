@@ -9,7 +9,15 @@ from .jsonl import (
     SkippedLine,
     load_file,
 )
-from .listing import SessionInfo, agent_dir, default_session_dir, list_sessions
+from .listing import (
+    SessionFile,
+    SessionInfo,
+    agent_dir,
+    default_session_dir,
+    list_session_infos,
+    list_sessions,
+    scan_session_files,
+)
 from .lock import SessionLockedError
 from .tree import ContextEditError, EntryNotFoundError, SessionTree, TreeNode
 
@@ -22,6 +30,7 @@ __all__ = [
     "Message",
     "NotASessionError",
     "SessionError",
+    "SessionFile",
     "SessionInfo",
     "SessionLoadWarning",
     "SessionLockedError",
@@ -32,6 +41,8 @@ __all__ = [
     "default_session_dir",
     "js_len",
     "js_stringify",
+    "list_session_infos",
     "list_sessions",
     "load_file",
+    "scan_session_files",
 ]

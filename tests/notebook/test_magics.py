@@ -29,6 +29,7 @@ SUBCOMMANDS = (
     "status",
     "new",
     "open",
+    "sessions",
     "use",
     "session",
     "model",
@@ -398,6 +399,48 @@ def test_open_sample_copy_then_inspect(
     ip.run_line_magic("pi", "tokens")
     out = capsys.readouterr().out
     assert "context tokens" in out and "tiktoken" in out and "W − R" in out
+
+
+def test_sessions_then_open_row_n(
+    ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_nb.session.listing import default_session_dir
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    assert "run %pi sessions first" in _usage_error(ip, "open 1")
+    ip.run_line_magic("pi", "sessions")
+    assert "no session files in" in capsys.readouterr().out
+    paths = []
+    for n, day in enumerate(("2026-02-01", "2026-03-01")):  # written oldest first
+        folder = Path(default_session_dir(str(tmp_path / f"proj{n}")))
+        folder.mkdir(parents=True)
+        header = {"type": "session", "version": 3, "id": f"s{n}",
+                  "timestamp": f"{day}T10:00:00.000Z", "cwd": str(tmp_path / f"proj{n}")}
+        entry = {"type": "message", "id": f"m{n}", "parentId": None,
+                 "timestamp": f"{day}T10:00:01.000Z",
+                 "message": {"role": "user", "content": f"hello {n}", "timestamp": 1}}
+        path = folder / f"{day}_s{n}.jsonl"
+        path.write_text(json.dumps(header) + "\n" + json.dumps(entry) + "\n", encoding="utf-8")
+        paths.append(str(path))
+    bad = Path(paths[0]).parent / "broken.jsonl"
+    bad.write_text("not a session\n", encoding="utf-8")
+
+    ip.run_line_magic("pi", "sessions")
+    out = capsys.readouterr().out
+    assert "3 file(s); 1 could not be read (see error) · %pi open N opens row N" in out
+    assert "not a Pi session file" in out and "2026-03-01" in out
+    ip.run_line_magic("pi", "open 1")
+    assert os.path.basename(paths[1]) in capsys.readouterr().out
+    assert current_session(ip).path == paths[1]  # newest first
+    ip.run_line_magic("pi", "open 2")
+    assert current_session(ip).path == paths[0]
+    assert "broken.jsonl cannot be opened (not a Pi session file" in _usage_error(ip, "open 3")
+    assert "rows 1 to 3" in _usage_error(ip, "open 4")
+    assert "rows 1 to 3" in _usage_error(ip, "open 0")
+    # a path still opens
+    ip.run_line_magic("pi", f"open {paths[1]}")
+    assert current_session(ip).path == paths[1]
+    assert "no such folder" in _usage_error(ip, f"sessions {tmp_path / 'nowhere'}")
 
 
 def test_open_refuses_the_bundled_sample(ip: Any) -> None:

@@ -151,3 +151,33 @@ def test_compare_at_and_replay_flags(session_file: str, capsys) -> None:
     captured = capsys.readouterr()
     assert "is not an entry of the branch" in json.loads(captured.out)[0]["error"]
     assert "1 run(s) failed" in captured.err
+
+
+def test_compare_table_says_why_probe_columns_are_empty(capsys: pytest.CaptureFixture) -> None:
+    from pi_nb.samples import sample_session_path
+
+    # Pi's default keepRecentTokens (20000) keeps the whole 376-token sample: nothing is cut,
+    # so no fact is removed and nothing can be probed. The table must say so, not show NaN.
+    assert compare_command([sample_session_path()], "pi,mask", "pinb/scripted", "table") == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert "reason" in lines[0].split() and "NaN" not in captured.out
+    assert lines[1].split()[:3] == ["refactor_session", "real", "pi"]
+    reason = "no probes: nothing to cut at keep=20000"
+    assert lines[1].split()[-1] == "-"  # the error column: none
+    assert lines[1][:-1].rstrip().endswith(f"Nothing to compact (session too small); {reason}")
+    assert lines[2].split()[-1] == "-" and lines[2][:-1].rstrip().endswith(f" {reason}")
+    assert " ".join(["-"] * 6) in " ".join(lines[1].split())  # the six probe columns
+    assert "Pi's cut at keepRecentTokens=20000 removes nothing" in captured.err
+    # with a keep below the context's tokens there is a cut, probes, and recall figures
+    assert compare_command(
+        [sample_session_path()], "pi,mask", "pinb/scripted", "table", keep_recent_tokens=50
+    ) == 0
+    captured = capsys.readouterr()
+    assert "no probes" not in captured.out and "removes nothing" not in captured.err
+    assert len(captured.out.splitlines()) == 3  # header + two rows
+    assert compare_command(
+        [sample_session_path()], "pi,mask", "pinb/scripted", "json", keep_recent_tokens=50
+    ) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 and all(0 <= row["probe_all"] <= 1 for row in rows)

@@ -19,7 +19,7 @@ from pi_nb.session import (
     SessionError,
     SessionLoadWarning,
     SessionTree,
-    list_sessions,
+    list_session_infos,
 )
 from pi_nb.session.listing import default_session_dir, encode_cwd
 
@@ -528,7 +528,7 @@ def test_list_sessions_sorted_by_last_message_time_not_mtime(tmp_path, monkeypat
     os.utime(newer.path, (1_000_000_000, 1_000_000_000))
     (Path(newer.path).parent / "notes.jsonl").write_text("not a session\n", encoding="utf-8")
     (Path(newer.path).parent / "readme.txt").write_text("x", encoding="utf-8")
-    found = list_sessions(cwd)
+    found = list_session_infos(cwd)
     assert [i.path for i in found] == [newer.path, older.path]
     assert found[0].modified_ms == 1_700_000_900_000  # toolResult time does not count
     assert found[1].modified_ms == 1_600_000_000_000
@@ -536,7 +536,7 @@ def test_list_sessions_sorted_by_last_message_time_not_mtime(tmp_path, monkeypat
     assert found[0].id == newer.session_id and found[0].cwd == os.path.abspath(cwd)
     # every project folder when no cwd is given
     other = _session_in(str(tmp_path / "other"), [1_650_000_000_000], "x")
-    assert {i.path for i in list_sessions()} == {newer.path, older.path, other.path}
+    assert {i.path for i in list_session_infos()} == {newer.path, older.path, other.path}
 
 
 def test_list_sessions_name_and_message_count(tmp_path, monkeypatch):
@@ -548,7 +548,7 @@ def test_list_sessions_name_and_message_count(tmp_path, monkeypatch):
     tree.append_message(tool_result("c"))
     tree.append_session_info("named")
     tree.close()
-    (info,) = list_sessions("/proj")
+    (info,) = list_session_infos("/proj")
     assert info.name == "named"
     # Pi's SessionInfo.messageCount counts every `message` entry (toolResult included)
     assert info.message_count == 3
@@ -559,7 +559,7 @@ def test_list_sessions_modified_falls_back_to_header_time(tmp_path, monkeypatch)
     tree = SessionTree.create(None, "/proj")
     tree.append_model_change("p", "m")
     tree.flush()
-    (info,) = list_sessions("/proj")
+    (info,) = list_session_infos("/proj")
     from pi_nb.entries import iso_to_ms
 
     assert info.modified_ms == iso_to_ms(tree.header["timestamp"])
@@ -568,8 +568,8 @@ def test_list_sessions_modified_falls_back_to_header_time(tmp_path, monkeypatch)
 
 def test_list_sessions_empty_or_missing_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "none"))
-    assert list_sessions("/proj") == []
-    assert list_sessions() == []
+    assert list_session_infos("/proj") == []
+    assert list_session_infos() == []
 
 
 def test_every_accessor_of_an_opened_file_returns_full_entries(tmp_path):
