@@ -28,20 +28,27 @@ from typing import TYPE_CHECKING, Any
 
 from ..display import to_html
 from ..entries import Entry, Message, empty_usage
-from ..session.tree import SessionTree
-from ..tokens import (
-    ContextTokens,
-    calculate_context_tokens,
-    estimate_context_tokens,
-    should_compact,
+from ..events import (
+    CompactionEnd,
+    CompactionStart,
+    EntryAppended,
+    ErrorEvent,
+    PiEvent,
+    SessionCompactFailed,
 )
+from ..hooks import Hooks
+from ..session.tree import SessionTree
+from ..tokens import ContextTokens
+from . import recovery
 from .loop import AgentLoop, LoopConfig, LoopResult, MessageQueue, QueueMode, now_ms, user_message
-from .overflow import (
-    ErrorKind,
-    RetryPolicy,
-    is_context_overflow,
-    is_recoverable_length,
-    is_retryable_error,
+from .overflow import ErrorKind, RetryPolicy
+from .recovery import (
+    LENGTH_RECOVERY_FAILED,
+    OVERFLOW_RECOVERY_FAILED,
+    Compact,
+    GiveUp,
+    Limits,
+    RecoveryState,
 )
 from .tools import Tool, default_tools, tool_from_function
 
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL",
+    "LENGTH_RECOVERY_FAILED",
     "OVERFLOW_RECOVERY_FAILED",
     "RunResult",
     "Session",
@@ -59,32 +67,13 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "pinb/scripted"
-OVERFLOW_RECOVERY_FAILED = (
-    "Context overflow recovery failed after one compact-and-retry attempt. "
-    "Reduce the context or switch to a model with a larger context window."
-)
-LENGTH_RECOVERY_FAILED = "Truncated response recovery failed after one compact-and-retry attempt."
 
-Listener = Callable[[dict[str, Any]], None]
+#: A listener gets every typed event (:mod:`pi_nb.events`).
+Listener = Callable[[PiEvent], None]
 
 
 # Local models too small to end a summary on their own (see CompactionSettings).
 TINY_LOCAL_MODELS = frozenset({"pinb/smollm2"})
-
-
-def _tail_positions(branch: Sequence[Entry], entry_id: str | None) -> tuple[int | None, int | None]:
-    """(index of the latest compaction, index of ``entry_id``) on a branch, scanning back
-    from the leaf; past the compaction only while ``entry_id`` is still unfound."""
-    latest = position = None
-    for index in range(len(branch) - 1, -1, -1):
-        entry = branch[index]
-        if position is None and entry_id is not None and entry.get("id") == entry_id:
-            position = index
-        if latest is None and entry.get("type") == "compaction":
-            latest = index
-        if latest is not None and (position is not None or entry_id is None):
-            break
-    return latest, position
 
 
 def above_threshold_note(tokens: int | None, threshold: int | None) -> str | None:
@@ -218,7 +207,7 @@ class Session:
         keep: int | None = None,
         compaction: CompactionSettings | None = None,
         prompts: PromptSet | None = None,
-        hooks: Any = None,
+        hooks: Hooks | None = None,
         tools: Sequence[Tool | Callable[..., Any]] | None = None,
         no_tools: bool = False,
         system_prompt: str | None = None,
@@ -249,11 +238,7 @@ class Session:
 
             prompts = DEFAULT_PROMPTS
         self.prompts = prompts
-        if hooks is None:
-            from ..hooks import Hooks
-
-            hooks = Hooks()
-        self.hooks = hooks
+        self.hooks: Hooks = hooks if hooks is not None else Hooks()
         self.cwd = os.path.abspath(os.fspath(cwd)) if cwd is not None else tree.cwd
         self._tools_explicit = tools is not None or no_tools
         if no_tools:
@@ -274,12 +259,11 @@ class Session:
         self._abort = threading.Event()
         self._run_lock = threading.Lock()
         self._listeners: list[Listener] = []
-        # state of the current run
+        # the retry / overflow memory (pi_nb.agent.recovery) and the current run
+        self._recovery = RecoveryState()
         self._on_event: Listener | None = None
         self._run_compactions: list[Any] = []
         self._run_error: str | None = None
-        self._retry_attempt = 0
-        self._overflow_attempted = False
         self._run_system_prompt: str | None = None
 
     # --- construction --------------------------------------------------------------------------
@@ -496,11 +480,20 @@ class Session:
         When the figure is a pure estimate (no trusted usage) it includes the system prompt
         and tool declarations, which provider-reported usage already covers.
         """
-        estimate = self.tree.context_tokens()
-        if estimate.lastUsageIndex is not None:
-            return estimate
-        overhead = self._request_overhead(self._run_system_prompt)
-        return ContextTokens(estimate.tokens + overhead, 0, estimate.trailingTokens + overhead, None)
+        return recovery.projected_tokens(self.tree, self._run_overhead)
+
+    def _run_overhead(self) -> int:
+        return self._request_overhead(self._run_system_prompt)
+
+    def _limits(self) -> Limits:
+        settings = self.settings
+        return Limits(
+            model=self._model,
+            window=self.window,
+            reserve=settings.reserve_tokens,
+            enabled=settings.enabled,
+            desired_output=self._desired_output(),
+        )
 
     # --- events ----------------------------------------------------------------------------------------
 
@@ -514,34 +507,28 @@ class Session:
 
         return unsubscribe
 
-    def _emit(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "message_start" and event["message"].get("role") == "user":
-            self._overflow_attempted = False
+    def _emit(self, event: PiEvent) -> None:
+        """Deliver ``event`` to the run's ``on_event``, the listeners and the hooks, then
+        let the recovery state see it (which may close a retry sequence)."""
         targets = ([self._on_event] if self._on_event is not None else []) + list(self._listeners)
         for listener in targets:
             try:
                 listener(event)
             except Exception as exc:  # a broken listener must not break the run
-                warnings.warn(f"pi_nb: event listener failed on {kind}: {exc!r}", RuntimeWarning, stacklevel=2)
-        if kind in _HOOK_EVENTS:
-            self._notify_hooks(kind, **{k: v for k, v in event.items() if k != "type"})
-        if kind == "message_end" and event["message"].get("role") == "assistant":
-            stop = event["message"].get("stopReason")
-            if stop not in ("error", "length"):
-                self._overflow_attempted = False
-            if stop != "error" and self._retry_attempt > 0:
-                attempt, self._retry_attempt = self._retry_attempt, 0
-                self._emit({"type": "auto_retry_end", "success": True, "attempt": attempt})
+                warnings.warn(
+                    f"pi_nb: event listener failed on {event.type}: {exc!r}", RuntimeWarning, stacklevel=2
+                )
+        if event.type in _HOOK_EVENTS:
+            self._notify_hooks(event)
+        ended = self._recovery.observe(event)
+        if ended is not None:
+            self._emit(ended)
 
-    def _notify_hooks(self, name: str, /, **payload: Any) -> None:
-        emit = getattr(self.hooks, "emit", None)
-        if emit is None:
-            return
+    def _notify_hooks(self, event: PiEvent) -> None:
         try:
-            emit(name, **payload)
+            self.hooks.emit(event)
         except Exception as exc:  # Hooks reports handler errors itself; this is a last guard
-            warnings.warn(f"pi_nb: hook failed on {name}: {exc!r}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"pi_nb: hook failed on {event.type}: {exc!r}", RuntimeWarning, stacklevel=2)
 
     # --- queues and abort -------------------------------------------------------------------------
 
@@ -594,11 +581,9 @@ class Session:
 
     def _transform_context(self, messages: list[Message]) -> list[Message]:
         """The ``context`` hook (Pi's transformContext), skipped when nobody listens."""
-        has = getattr(self.hooks, "has_handlers", None)
-        run = getattr(self.hooks, "run_context", None)
-        if run is None or (has is not None and not has("context")):
+        if not self.hooks.has_handlers("context"):
             return messages
-        return run(messages)
+        return self.hooks.run_context(messages)
 
     def prompt(self, text: str, on_event: Listener | None = None) -> RunResult:
         """Send a user prompt and run the agent until it stops.
@@ -621,7 +606,7 @@ class Session:
         self._abort.clear()
         self._run_compactions = []
         self._run_error = None
-        self._retry_attempt = 0
+        self._recovery.start_run()
         replies: list[Message] = []
         aborted = False
         try:
@@ -652,7 +637,7 @@ class Session:
             self._run_system_prompt = None
             self._run_lock.release()
         if self._run_error:
-            self._emit_to(on_event, {"type": "error", "message": self._run_error})
+            self._emit_to(on_event, ErrorEvent(message=self._run_error))
         final = next((m for m in reversed(replies) if m.get("stopReason") not in ("error", "aborted")), None)
         last_reply = replies[-1] if replies else None
         return RunResult(
@@ -665,7 +650,7 @@ class Session:
             replies=replies,
         )
 
-    def _emit_to(self, on_event: Listener | None, event: dict[str, Any]) -> None:
+    def _emit_to(self, on_event: Listener | None, event: PiEvent) -> None:
         previous = self._on_event
         self._on_event = on_event
         try:
@@ -680,10 +665,7 @@ class Session:
 
     def _before_agent_start(self, text: str) -> tuple[list[Message], str | None]:
         base = self.system_prompt
-        run = getattr(self.hooks, "run_before_agent_start", None)
-        if run is None:
-            return [], base
-        extra, system_prompt = run(text, base)
+        extra, system_prompt = self.hooks.run_before_agent_start(text, base)
         messages: list[Message] = []
         for item in extra or []:
             messages.append(
@@ -709,26 +691,22 @@ class Session:
     # --- after a run: retry, overflow, threshold ------------------------------------------------------
 
     def _after_run(self, result: LoopResult) -> bool:
-        """Pi's post-run handling; True when the loop should continue."""
+        """Pi's post-run handling: retry first, then the compaction check; True when the
+        loop should continue."""
         message = result.last_assistant
         if message is None:
             return bool(self.steering or self.follow_ups)
         entry_id = result.last_assistant_entry["id"] if result.last_assistant_entry else None
-        if self._is_retryable(message, result.error_kind) and self._prepare_retry(message, entry_id):
+        state = self._recovery
+        if state.should_retry(message, result.error_kind, self.retry, self.window) and self._retry(
+            message, entry_id
+        ):
             return not self._abort.is_set()
         if self._abort.is_set():
             self._finish_cancelled_retry()
             return False
-        if message.get("stopReason") == "error" and self._retry_attempt > 0:
-            attempt, self._retry_attempt = self._retry_attempt, 0
-            self._emit(
-                {
-                    "type": "auto_retry_end",
-                    "success": False,
-                    "attempt": attempt,
-                    "finalError": message.get("errorMessage"),
-                }
-            )
+        if message.get("stopReason") == "error":
+            self._emit_if(state.end_retry(success=False, final_error=message.get("errorMessage")))
         tool_ids = [entry["id"] for _, entry in result.tool_results]
         if self._check_compaction(
             message, entry_id, skip_aborted=True, tool_results=tool_ids, error_kind=result.error_kind
@@ -736,43 +714,26 @@ class Session:
             return not self._abort.is_set()
         return not self._abort.is_set() and bool(self.steering or self.follow_ups)
 
-    def _is_retryable(self, message: Message, kind: ErrorKind | None) -> bool:
-        if not self.retry.enabled or message.get("stopReason") != "error":
-            return False
-        if kind == "overflow" or is_context_overflow(message, self.window):
-            return False
-        if kind is not None:
-            return kind == "transient"
-        return is_retryable_error(message)
+    def _emit_if(self, event: PiEvent | None) -> None:
+        if event is not None:
+            self._emit(event)
 
-    def _prepare_retry(self, message: Message, entry_id: str | None) -> bool:
-        self._retry_attempt += 1
-        if self._retry_attempt > self.retry.max_retries:
-            self._retry_attempt -= 1
+    def _retry(self, message: Message, entry_id: str | None) -> bool:
+        """Announce and wait out one retry (the failed attempt omitted); False when the
+        retries are spent or the wait was aborted."""
+        start = self._recovery.next_retry(message, self.retry)
+        if start is None:
             return False
-        delay = self.retry.delay(self._retry_attempt)
-        self._emit(
-            {
-                "type": "auto_retry_start",
-                "attempt": self._retry_attempt,
-                "maxAttempts": self.retry.max_retries,
-                "delayMs": int(delay * 1000),
-                "errorMessage": message.get("errorMessage") or "Unknown error",
-            }
-        )
+        self._emit(start)
         if entry_id is not None:
             self._omit([entry_id])
-        if not self.retry.wait(delay, self._abort):
+        if not self.retry.wait(start.delay_ms / 1000, self._abort):
             self._finish_cancelled_retry()
             return False
         return True
 
     def _finish_cancelled_retry(self) -> None:
-        if self._retry_attempt:
-            attempt, self._retry_attempt = self._retry_attempt, 0
-            self._emit(
-                {"type": "auto_retry_end", "success": False, "attempt": attempt, "finalError": "Retry cancelled"}
-            )
+        self._emit_if(self._recovery.end_retry(success=False, final_error="Retry cancelled"))
 
     def _omit(self, entry_ids: Iterable[str]) -> None:
         """Append ``context_edit(null)`` for entries still visible in the context."""
@@ -780,8 +741,7 @@ class Session:
         visible = {pe.id for pe in projection.entries if pe.messages}
         for entry_id in entry_ids:
             if entry_id in visible:
-                entry = self.tree.append_context_edit(entry_id, None)
-                self._emit({"type": "entry_appended", "entry": entry})
+                self._emit(EntryAppended(entry=self.tree.append_context_edit(entry_id, None)))
 
     def _check_compaction(
         self,
@@ -792,112 +752,41 @@ class Session:
         tool_results: Sequence[str],
         error_kind: ErrorKind | None = None,
     ) -> bool:
-        """Pi 1.3's ``_checkCompaction``; True when the loop should continue."""
-        settings = self.settings
-        if not settings.enabled:
+        """Pi 1.3's ``_checkCompaction`` (rules in :mod:`pi_nb.agent.recovery`); True when
+        the loop should continue."""
+        decision = recovery.check_compaction(
+            self.tree,
+            message,
+            entry_id,
+            self._limits(),
+            self._recovery,
+            skip_aborted=skip_aborted,
+            tool_results=tool_results,
+            error_kind=error_kind,
+            overhead=self._run_overhead,
+        )
+        return self._carry_out(decision)
+
+    def _carry_out(self, decision: recovery.Decision) -> bool:
+        """Do what the rules decided; True when the loop should continue."""
+        if decision is None:
             return False
-        stop = message.get("stopReason")
-        if skip_aborted and stop == "aborted":
-            return False
-        from ..llm import split_model
-
-        provider, model_id = split_model(self._model)
-        same_model = message.get("provider") == provider and message.get("model") == model_id
-        window = self.window
-        # Structure only, newest first: the checks look at the tail after the latest
-        # compaction, so a long history costs nothing here.
-        branch = self.tree.projection().light_path
-        latest_compaction, position = _tail_positions(branch, entry_id)
-        # A reply from before the latest compaction carries stale usage and errors.
-        if latest_compaction is not None:
-            if position is not None:
-                if position < latest_compaction:
-                    return False
-            else:
-                from ..entries import iso_to_ms
-
-                stamp = iso_to_ms(branch[latest_compaction].get("timestamp")) or 0
-                if (message.get("timestamp") or 0) <= stamp:
-                    return False
-
-        projection = self.tree.projection()
-        projected = entry_id is None or any(
-            pe.id == entry_id and any(m.get("role") == "assistant" for m in pe.messages)
-            for pe in projection.entries
-        )
-        after = branch[position + 1 :] if position is not None else []
-        edit_after = any(e.get("type") == "context_edit" for e in after)
-        own_edits = [e for e in after if e.get("type") == "context_edit" and e.get("targetId") == entry_id]
-        retained = entry_id is None or (
-            not any(e.get("type") == "compaction" for e in after)
-            and not (own_edits and own_edits[-1].get("replacement") is None)
-        )
-        usage_matches = projected and not edit_after
-        explicit = stop == "error" and (error_kind == "overflow" or is_context_overflow(message))
-        overflow = same_model and (
-            (explicit and retained) or (usage_matches and is_context_overflow(message, window))
-        )
-        length = same_model and projected and is_recoverable_length(message, self._desired_output())
-        if overflow or length:
-            will_retry = stop != "stop"
-            if not will_retry:
-                return self._auto_compact("overflow", will_retry=False)
-            if self._overflow_attempted:
-                error = OVERFLOW_RECOVERY_FAILED if overflow else LENGTH_RECOVERY_FAILED
-                self._emit(
-                    {
-                        "type": "compaction_end",
-                        "reason": "overflow",
-                        "result": None,
-                        "aborted": False,
-                        "willRetry": False,
-                        "errorMessage": error,
-                    }
-                )
-                self._notify_hooks(
-                    "compaction_end",
+        if isinstance(decision, GiveUp):
+            self._end_compaction("overflow", error_message=decision.error)
+            self._notify_hooks(
+                SessionCompactFailed(
                     reason="overflow",
-                    result=None,
-                    aborted=False,
-                    will_retry=False,
-                    error_message=error,
-                )
-                self._notify_hooks(
-                    "session_compact_failed",
-                    reason="overflow",
-                    error_message=error,
+                    error_message=decision.error,
                     aborted=False,
                     will_retry=False,
                     from_extension=False,
                 )
-                self._run_error = error
-                return False
-            self._overflow_attempted = True
-            if entry_id is not None:
-                self._omit([entry_id, *tool_results])
-            return self._auto_compact("overflow", will_retry=True)
-
-        # Threshold.
-        has_edits = any(pe.entry.get("type") == "context_edit" for pe in projection.entries)
-        usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
-        direct = calculate_context_tokens(usage) if usage else 0
-        if has_edits:
-            tokens = self.context_tokens().tokens
-        elif stop == "error" or direct == 0:
-            estimate = estimate_context_tokens(projection.messages, self.tree.token_cache)
-            if estimate.lastUsageIndex is not None and latest_compaction is not None:
-                source = projection.source_of(estimate.lastUsageIndex).id
-                source_position = _tail_positions(branch, source)[1]
-                if (-1 if source_position is None else source_position) < latest_compaction:
-                    return False
-            tokens = estimate.tokens
-            if estimate.lastUsageIndex is None:
-                tokens += self._request_overhead(self._run_system_prompt)
-        else:
-            tokens = direct
-        if should_compact(tokens, window, settings.reserve_tokens, settings.enabled):
-            return self._auto_compact("threshold", will_retry=False)
-        return False
+            )
+            self._run_error = decision.error
+            return False
+        if decision.omit:
+            self._omit(decision.omit)
+        return self._auto_compact(decision.reason, will_retry=decision.will_retry)
 
     def _desired_output(self) -> int | None:
         """The output cap of the agent's replies: ``max_tokens`` or one in ``llm_kwargs``
@@ -907,11 +796,34 @@ class Session:
 
     def _before_next_turn(self) -> None:
         """Between turns of a run: compact when the projected estimate crosses W − R."""
-        settings = self.settings
-        if not settings.enabled:
-            return
-        if should_compact(self.context_tokens().tokens, self.window, settings.reserve_tokens):
-            self._auto_compact("threshold", will_retry=False)
+        decision: Compact | None = recovery.between_turns(self.tree, self._limits(), self._run_overhead)
+        self._carry_out(decision)
+
+    def _end_compaction(
+        self,
+        reason: str,
+        *,
+        result: Any = None,
+        will_retry: bool = False,
+        aborted: bool = False,
+        error_message: str | None = None,
+        skipped: str | None = None,
+        to_hooks: bool = True,
+    ) -> None:
+        """The one place a session's ``compaction_end`` is built (listeners; hooks too
+        unless :func:`pi_nb.compaction.compact` already told them)."""
+        event = CompactionEnd(
+            reason=reason,
+            result=result,
+            aborted=aborted,
+            will_retry=will_retry,
+            error_message=error_message,
+            skipped=skipped,
+            threshold=self.threshold if result is not None else None,
+        )
+        self._emit(event)
+        if to_hooks:
+            self._notify_hooks(event)
 
     def _summary_completion(self) -> Callable[..., Message]:
         """The model call compaction uses for summaries: same model, same extra kwargs."""
@@ -931,73 +843,39 @@ class Session:
     def _auto_compact(self, reason: str, *, will_retry: bool) -> bool:
         """Run an automatic compaction; True when the loop should continue afterwards."""
         from .. import compaction as comp
+        from ..redact import redact
 
-        self._emit({"type": "compaction_start", "reason": reason})
+        self._emit(CompactionStart(reason=reason))
+        recovering = reason == "overflow" and will_retry
         try:
             result = comp.compact(
                 self.tree,
                 self._model,
-                settings=self.settings,
-                prompts=self.prompts,
-                focus=None,
-                hooks=self.hooks,
                 reason=reason,
                 will_retry=will_retry,
-                window=self.window,
-                completion=self._summary_completion(),
+                **self._compaction_options(None),
             )
         except (comp.NothingToCompact, comp.AlreadyCompacted) as exc:
-            self._emit(
-                {
-                    "type": "compaction_end",
-                    "reason": reason,
-                    "result": None,
-                    "aborted": False,
-                    "willRetry": False,
-                    "skipped": str(exc),
-                }
-            )
-            if reason == "overflow" and will_retry:
+            self._end_compaction(reason, skipped=str(exc), to_hooks=False)
+            if recovering:
                 self._run_error = f"Context overflow recovery failed: {exc}"
             return False
         except comp.CompactionCancelled:
-            self._emit(
-                {"type": "compaction_end", "reason": reason, "result": None, "aborted": True, "willRetry": False}
-            )
-            if reason == "overflow" and will_retry:
+            self._end_compaction(reason, aborted=True, to_hooks=False)
+            if recovering:
                 self._run_error = "Context overflow recovery failed: compaction cancelled"
             return False
         except Exception as exc:
             prefix = "Context overflow recovery failed" if reason == "overflow" else "Auto-compaction failed"
-            from ..redact import redact
-
             error = redact(f"{prefix}: {exc}")
-            self._emit(
-                {
-                    "type": "compaction_end",
-                    "reason": reason,
-                    "result": None,
-                    "aborted": False,
-                    "willRetry": False,
-                    "errorMessage": error,
-                }
-            )
-            if reason == "overflow" and will_retry:
+            self._end_compaction(reason, error_message=error, to_hooks=False)
+            if recovering:
                 self._run_error = error
             else:
-                self._emit({"type": "error", "message": error, "source": "compaction"})
+                self._emit(ErrorEvent(message=error, source="compaction"))
             return False
         self._run_compactions.append(result)
-        self._emit(
-            {
-                "type": "compaction_end",
-                "reason": reason,
-                "result": result,
-                "aborted": False,
-                "willRetry": will_retry,
-                "threshold": self.threshold,
-            }
-        )
+        self._end_compaction(reason, result=result, will_retry=will_retry, to_hooks=False)
         if will_retry:
             return True
         return bool(self.steering or self.follow_ups)
@@ -1008,13 +886,9 @@ class Session:
         if self.is_running:
             raise SessionBusyError(f"cannot {what} while a prompt is running")
 
-    def compact(self, focus: str | None = None, preview: bool = False) -> Any:
-        """Compact now (Pi's ``/compact [focus]``), or with ``preview=True`` show what would be
-        summarized and kept without changing the session."""
-        from .. import compaction as comp
-
-        self._require_idle("compact")
-        common = {
+    def _compaction_options(self, focus: str | None) -> dict[str, Any]:
+        """What every compaction of this session passes to :func:`pi_nb.compaction.compact`."""
+        return {
             "settings": self.settings,
             "prompts": self.prompts,
             "focus": focus,
@@ -1022,33 +896,28 @@ class Session:
             "window": self.window,
             "completion": self._summary_completion(),
         }
+
+    def compact(self, focus: str | None = None, preview: bool = False) -> Any:
+        """Compact now (Pi's ``/compact [focus]``), or with ``preview=True`` show what would be
+        summarized and kept without changing the session."""
+        from .. import compaction as comp
+
+        self._require_idle("compact")
+        options = self._compaction_options(focus)
         if preview:
-            return comp.preview_compaction(self.tree, self._model, **common)
-        self._emit({"type": "compaction_start", "reason": "manual"})
+            return comp.preview_compaction(self.tree, self._model, **options)
+        self._emit(CompactionStart(reason="manual"))
         try:
-            result = comp.compact(self.tree, self._model, reason="manual", will_retry=False, **common)
+            result = comp.compact(self.tree, self._model, reason="manual", will_retry=False, **options)
         except BaseException as exc:
-            self._emit(
-                {
-                    "type": "compaction_end",
-                    "reason": "manual",
-                    "result": None,
-                    "aborted": isinstance(exc, comp.CompactionCancelled),
-                    "willRetry": False,
-                    "errorMessage": str(exc),
-                }
+            self._end_compaction(
+                "manual",
+                aborted=isinstance(exc, comp.CompactionCancelled),
+                error_message=str(exc),
+                to_hooks=False,
             )
             raise
-        self._emit(
-            {
-                "type": "compaction_end",
-                "reason": "manual",
-                "result": result,
-                "aborted": False,
-                "willRetry": False,
-                "threshold": self.threshold,
-            }
-        )
+        self._end_compaction("manual", result=result, to_hooks=False)
         return result
 
     def above_threshold_note(self, tokens: int | None) -> str | None:
@@ -1136,4 +1005,5 @@ _HOOK_EVENTS = frozenset(
         "entry_appended",
     }
 )
-# compaction_start / compaction_end reach hooks from pi_nb.compaction.compact itself.
+# compaction_start / compaction_end reach hooks from pi_nb.compaction.compact itself (and
+# from Session._end_compaction when recovery gives up without compacting).

@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..entries import Entry, Message, iso_to_ms, new_entry_id, now_iso
+from ..events import (
+    CompactionEnd,
+    CompactionStart,
+    SessionCompact,
+    SessionCompactFailed,
+    SessionTreeEvent,
+)
 from ..hooks import (
-    COMPACTION_END,
-    COMPACTION_START,
     SESSION_BEFORE_COMPACT,
     SESSION_BEFORE_TREE,
-    SESSION_COMPACT,
-    SESSION_COMPACT_FAILED,
-    SESSION_TREE,
     Hooks,
 )
 from ..messages import content_text, current_system_message
@@ -551,13 +553,13 @@ def compact(
     mark = _error_count(hooks)
     started = False
     if reason == "manual" and hooks is not None:  # Pi: manual start precedes the checks
-        hooks.emit(COMPACTION_START, reason=reason)
+        hooks.emit(CompactionStart(reason=reason))
         started = True
     from_hook = False
     try:
         branch, preparation = _prepare(tree, settings)
         if not started and hooks is not None:  # automatic: only when there is work
-            hooks.emit(COMPACTION_START, reason=reason)
+            hooks.emit(CompactionStart(reason=reason))
             started = True
         plan = _decide(
             branch,
@@ -590,34 +592,27 @@ def compact(
         if hooks is not None and started:
             aborted = isinstance(exc, CompactionCancelled)
             message = None if aborted else f"{_FAILURE_PREFIX.get(reason, _FAILED)}: {exc}"
+            hooks.emit(CompactionEnd(reason=reason, aborted=aborted, error_message=message))
             hooks.emit(
-                COMPACTION_END,
-                reason=reason,
-                result=None,
-                aborted=aborted,
-                will_retry=False,
-                error_message=message,
-            )
-            hooks.emit(
-                SESSION_COMPACT_FAILED,
-                reason=reason,
-                error_message=message,
-                aborted=aborted,
-                will_retry=False,
-                from_extension=from_hook,
+                SessionCompactFailed(
+                    reason=reason,
+                    error_message=message,
+                    aborted=aborted,
+                    will_retry=False,
+                    from_extension=from_hook,
+                )
             )
         raise
     if hooks is not None:
         hooks.emit(
-            SESSION_COMPACT,
-            compaction_entry=entry,
-            from_extension=plan.from_hook,
-            reason=reason,
-            will_retry=will_retry,
+            SessionCompact(
+                compaction_entry=entry,
+                from_extension=plan.from_hook,
+                reason=reason,
+                will_retry=will_retry,
+            )
         )
-        hooks.emit(
-            COMPACTION_END, reason=reason, result=result, aborted=False, will_retry=will_retry
-        )
+        hooks.emit(CompactionEnd(reason=reason, result=result, will_retry=will_retry))
         result.warnings += hook_warnings(hooks, mark)
     return result
 
@@ -956,11 +951,12 @@ def navigate(
     result.from_hook = from_hook if summary_text else None
     if hooks is not None:
         hooks.emit(
-            SESSION_TREE,
-            new_leaf_id=tree.leaf_id,
-            old_leaf_id=old_leaf,
-            summary_entry=result.summary_entry,
-            from_extension=result.from_hook,
+            SessionTreeEvent(
+                new_leaf_id=tree.leaf_id,
+                old_leaf_id=old_leaf,
+                summary_entry=result.summary_entry,
+                from_extension=result.from_hook,
+            )
         )
     result.warnings = hook_warnings(hooks, mark)
     return result

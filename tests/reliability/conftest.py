@@ -25,19 +25,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def _compat_module():
-    """tests/compat/conftest.py, loaded under its own name (its PiOracle and installer)."""
-    import importlib.util
+    """The Pi oracle kit (tests/fixtures/pi_oracle_kit.py: PiOracle and its installer)."""
+    import importlib
 
-    name = "pi_nb_compat_conftest_for_reliability"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = os.path.join(os.path.dirname(_HERE), "compat", "conftest.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    fixtures = os.path.join(os.path.dirname(_HERE), "fixtures")
+    if fixtures not in sys.path:
+        sys.path.insert(0, fixtures)
+    return importlib.import_module("pi_oracle_kit")
 
 
 @pytest.fixture(scope="session")
