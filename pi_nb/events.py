@@ -21,12 +21,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, dataclass_transform
 
 from .entries import Entry, Message
 
 __all__ = [
     "EVENT_TYPES",
+    "LOOP_EVENTS",
     "AgentEnd",
     "AgentStart",
     "AutoRetryEnd",
@@ -50,9 +51,8 @@ __all__ = [
     "event_of",
 ]
 
-# Frozen; equality is the Mapping's (type and fields), so an event also equals the plain
-# dict of the earlier API: ``AutoRetryEnd(True, 2) == {"type": "auto_retry_end", ...}``.
-_event = dataclass(frozen=True, eq=False)
+#: Event name → its class (every subclass of :class:`PiEvent` registers itself).
+EVENT_TYPES: dict[str, type[PiEvent]] = {}
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
@@ -61,13 +61,23 @@ def _snake(name: str) -> str:
     return _CAMEL.sub(lambda m: "_" + m.group(1).lower(), name)
 
 
+@dataclass_transform(frozen_default=True)
 class PiEvent(Mapping[str, Any]):
     """Base of every event: ``type`` (Pi's event name) plus typed fields.
 
-    A read-only mapping over ``type`` and the fields, for dict-style consumers.
+    A subclass names its event (``class TurnStart(PiEvent, name="turn_start")``) and becomes
+    a frozen dataclass; equality is the Mapping's (type and fields), so an event also equals
+    the plain dict of the earlier API. A read-only mapping over ``type`` and the fields, for
+    dict-style consumers.
     """
 
     type: ClassVar[str] = ""
+
+    def __init_subclass__(cls, *, name: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.type = name
+        dataclass(frozen=True, eq=False)(cls)
+        EVENT_TYPES[name] = cls
 
     def _names(self) -> tuple[str, ...]:
         return ("type", *(f.name for f in fields(self)))  # type: ignore[arg-type]
@@ -109,62 +119,46 @@ class PiEvent(Mapping[str, Any]):
 # --- the agent loop ---------------------------------------------------------------------------
 
 
-@_event
-class AgentStart(PiEvent):
-    type: ClassVar[str] = "agent_start"
+class AgentStart(PiEvent, name="agent_start"):
+    """A run of the agent loop begins."""
 
 
-@_event
-class AgentEnd(PiEvent):
-    type: ClassVar[str] = "agent_end"
+class AgentEnd(PiEvent, name="agent_end"):
     messages: list[Message] = field(default_factory=list)
 
 
-@_event
-class TurnStart(PiEvent):
-    type: ClassVar[str] = "turn_start"
+class TurnStart(PiEvent, name="turn_start"):
+    """A turn (one model request and its tool calls) begins."""
 
 
-@_event
-class TurnEnd(PiEvent):
-    type: ClassVar[str] = "turn_end"
+class TurnEnd(PiEvent, name="turn_end"):
     message: Message | None = None
     tool_results: list[Message] = field(default_factory=list)
 
 
-@_event
-class MessageStart(PiEvent):
-    type: ClassVar[str] = "message_start"
+class MessageStart(PiEvent, name="message_start"):
     message: Message
 
 
-@_event
-class MessageUpdate(PiEvent):
+class MessageUpdate(PiEvent, name="message_update"):
     """A streamed delta of the reply being written (``kind``: ``"text"`` or ``"thinking"``)."""
 
-    type: ClassVar[str] = "message_update"
     delta: str
     kind: str = "text"
 
 
-@_event
-class MessageEnd(PiEvent):
-    type: ClassVar[str] = "message_end"
+class MessageEnd(PiEvent, name="message_end"):
     message: Message
     entry_id: str | None = None
 
 
-@_event
-class ToolExecutionStart(PiEvent):
-    type: ClassVar[str] = "tool_execution_start"
+class ToolExecutionStart(PiEvent, name="tool_execution_start"):
     tool_call_id: str | None
     tool_name: str | None
     args: Any = None
 
 
-@_event
-class ToolExecutionEnd(PiEvent):
-    type: ClassVar[str] = "tool_execution_end"
+class ToolExecutionEnd(PiEvent, name="tool_execution_end"):
     tool_call_id: str | None
     tool_name: str | None
     result: dict[str, Any]
@@ -175,31 +169,24 @@ class ToolExecutionEnd(PiEvent):
 # --- the session: retries, compaction, appended entries, errors -------------------------------
 
 
-@_event
-class AutoRetryStart(PiEvent):
-    type: ClassVar[str] = "auto_retry_start"
+class AutoRetryStart(PiEvent, name="auto_retry_start"):
     attempt: int
     max_attempts: int
     delay_ms: int
     error_message: str
 
 
-@_event
-class AutoRetryEnd(PiEvent):
-    type: ClassVar[str] = "auto_retry_end"
+class AutoRetryEnd(PiEvent, name="auto_retry_end"):
     success: bool
     attempt: int
     final_error: str | None = None
 
 
-@_event
-class CompactionStart(PiEvent):
-    type: ClassVar[str] = "compaction_start"
+class CompactionStart(PiEvent, name="compaction_start"):
     reason: str
 
 
-@_event
-class CompactionEnd(PiEvent):
+class CompactionEnd(PiEvent, name="compaction_end"):
     """A compaction finished: ``result`` (a CompactionResult) or why not.
 
     ``error_message`` — it failed; ``skipped`` — there was nothing to compact (not an
@@ -207,7 +194,6 @@ class CompactionEnd(PiEvent):
     display can tell whether the context still exceeds it.
     """
 
-    type: ClassVar[str] = "compaction_end"
     reason: str
     result: Any = None
     aborted: bool = False
@@ -217,18 +203,14 @@ class CompactionEnd(PiEvent):
     threshold: int | None = None
 
 
-@_event
-class SessionCompact(PiEvent):
-    type: ClassVar[str] = "session_compact"
+class SessionCompact(PiEvent, name="session_compact"):
     compaction_entry: Entry
     from_extension: bool
     reason: str
     will_retry: bool
 
 
-@_event
-class SessionCompactFailed(PiEvent):
-    type: ClassVar[str] = "session_compact_failed"
+class SessionCompactFailed(PiEvent, name="session_compact_failed"):
     reason: str
     error_message: str | None
     aborted: bool
@@ -236,66 +218,46 @@ class SessionCompactFailed(PiEvent):
     from_extension: bool
 
 
-@_event
-class SessionTreeEvent(PiEvent):
-    type: ClassVar[str] = "session_tree"
+class SessionTreeEvent(PiEvent, name="session_tree"):
     new_leaf_id: str | None
     old_leaf_id: str | None
     summary_entry: Entry | None
     from_extension: bool | None  # None: no summary written
 
 
-@_event
-class EntryAppended(PiEvent):
-    type: ClassVar[str] = "entry_appended"
+class EntryAppended(PiEvent, name="entry_appended"):
     entry: Entry
 
 
-@_event
-class ErrorEvent(PiEvent):
+class ErrorEvent(PiEvent, name="error"):
     """A run ended with an error (``source``: ``"run"`` or ``"compaction"``)."""
 
-    type: ClassVar[str] = "error"
     message: str
     source: str = "run"
 
 
-@_event
-class HookErrorEvent(PiEvent):
+class HookErrorEvent(PiEvent, name="hook_error"):
     """A hook handler raised (``error`` is its one-line text)."""
 
-    type: ClassVar[str] = "hook_error"
     event: str
     handler: Any
     error: str
     exception: BaseException | None = None
 
 
-#: Event name → its class.
-EVENT_TYPES: dict[str, type[PiEvent]] = {
-    cls.type: cls
-    for cls in (
-        AgentStart,
-        AgentEnd,
-        TurnStart,
-        TurnEnd,
-        MessageStart,
-        MessageUpdate,
-        MessageEnd,
-        ToolExecutionStart,
-        ToolExecutionEnd,
-        AutoRetryStart,
-        AutoRetryEnd,
-        CompactionStart,
-        CompactionEnd,
-        SessionCompact,
-        SessionCompactFailed,
-        SessionTreeEvent,
-        EntryAppended,
-        ErrorEvent,
-        HookErrorEvent,
-    )
-}
+#: The agent loop's events (Session forwards them, with the retry events and
+#: ``entry_appended``, to hooks).
+LOOP_EVENTS: tuple[type[PiEvent], ...] = (
+    AgentStart,
+    AgentEnd,
+    TurnStart,
+    TurnEnd,
+    MessageStart,
+    MessageUpdate,
+    MessageEnd,
+    ToolExecutionStart,
+    ToolExecutionEnd,
+)
 
 
 def event_of(name: str, **payload: Any) -> PiEvent | None:

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import Message
-from .events import HookErrorEvent, PiEvent, event_of
+from .events import EVENT_TYPES, HookErrorEvent, PiEvent, event_of
 from .messages import current_system_message
 
 __all__ = [
@@ -92,7 +92,9 @@ AGENT_START = "agent_start"
 AGENT_END = "agent_end"
 HOOK_ERROR = "hook_error"
 
-#: Every event name :meth:`Hooks.on` accepts (Pi's extension and agent events).
+#: Every event name :meth:`Hooks.on` accepts: the steering events, the typed vocabulary
+#: (:mod:`pi_nb.events`, but ``error``, which only Session listeners get) and Pi's other
+#: extension events.
 KNOWN_EVENTS = frozenset(
     {
         SESSION_BEFORE_COMPACT,
@@ -100,35 +102,18 @@ KNOWN_EVENTS = frozenset(
         CONTEXT,
         BEFORE_AGENT_START,
         BEFORE_PROVIDER_REQUEST,
-        SESSION_COMPACT,
-        SESSION_COMPACT_FAILED,
-        SESSION_TREE,
-        COMPACTION_START,
-        COMPACTION_END,
-        AGENT_START,
-        AGENT_END,
-        HOOK_ERROR,
+        *(set(EVENT_TYPES) - {"error"}),
         "session_start",
         "session_shutdown",
         "session_before_fork",
         "session_fork",
         "session_before_switch",
         "session_switch",
-        "turn_start",
-        "turn_end",
-        "message_start",
-        "message_update",
-        "message_end",
-        "tool_execution_start",
         "tool_execution_update",
-        "tool_execution_end",
         "tool_call",
         "tool_result",
         "input",
-        "auto_retry_start",
-        "auto_retry_end",
         "queue_update",
-        "entry_appended",
     }
 )
 
@@ -245,18 +230,22 @@ class Hooks:
         for fn in self.handlers(name):
             self._call(name, fn, value)
 
+    def _steer(self, event: str, fn: Handler, payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Run a steering handler: its dict result, or None (no opinion, it raised, or it
+        returned something else than a dict, which is reported)."""
+        ok, value = self._call(event, fn, payload)
+        if not ok or not value:
+            return None
+        if not isinstance(value, Mapping):
+            self._report(event, fn, TypeError(f"{event} handler returned {type(value).__name__}, not a dict"))
+            return None
+        return value
+
     def _run_before(self, event: str, payload: Mapping[str, Any]) -> dict[str, Any] | None:
         result: dict[str, Any] | None = None
         for fn in self.handlers(event):
-            ok, value = self._call(event, fn, Event(type=event, **payload))
-            if not ok or not value:
-                continue
-            if not isinstance(value, Mapping):
-                self._report(
-                    event,
-                    fn,
-                    TypeError(f"{event} handler returned {type(value).__name__}, not a dict"),
-                )
+            value = self._steer(event, fn, Event(type=event, **payload))
+            if value is None:
                 continue
             result = dict(value)
             if result.get("cancel"):
@@ -323,15 +312,8 @@ class Hooks:
                 images=list(images or []),
                 system_prompt=current,
             )
-            ok, value = self._call(BEFORE_AGENT_START, fn, event)
-            if not ok or not value:
-                continue
-            if not isinstance(value, Mapping):
-                self._report(
-                    BEFORE_AGENT_START,
-                    fn,
-                    TypeError(f"before_agent_start handler returned {type(value).__name__}"),
-                )
+            value = self._steer(BEFORE_AGENT_START, fn, event)
+            if value is None:
                 continue
             message = value.get("message")
             if message is not None:

@@ -92,7 +92,7 @@ class _Printer:
                 self._note(f"[compacted: {result_figures(result)}]")
                 for warning in result_warnings(result):  # failed hooks, a grown context
                     self._note(f"[warning: {warning}]")
-                from .session import above_threshold_note
+                from .result import above_threshold_note
 
                 note = above_threshold_note(after, event.get("threshold"))
                 if note:

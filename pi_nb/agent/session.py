@@ -23,12 +23,14 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..display import to_html
-from ..entries import Entry, Message, empty_usage
+from ..entries import Entry, Message
 from ..events import (
+    LOOP_EVENTS,
+    AutoRetryEnd,
+    AutoRetryStart,
     CompactionEnd,
     CompactionStart,
     EntryAppended,
@@ -40,6 +42,7 @@ from ..hooks import Hooks
 from ..session.tree import SessionTree
 from ..tokens import ContextTokens
 from . import recovery
+from .config import SettingOverride, settings_in_force
 from .loop import AgentLoop, LoopConfig, LoopResult, MessageQueue, QueueMode, now_ms, user_message
 from .overflow import ErrorKind, RetryPolicy
 from .recovery import (
@@ -50,6 +53,7 @@ from .recovery import (
     Limits,
     RecoveryState,
 )
+from .result import RunResult, above_threshold_note, text_of, usage_total
 from .tools import Tool, default_tools, tool_from_function
 
 if TYPE_CHECKING:
@@ -72,20 +76,6 @@ DEFAULT_MODEL = "pinb/scripted"
 Listener = Callable[[PiEvent], None]
 
 
-# Local models too small to end a summary on their own (see CompactionSettings).
-TINY_LOCAL_MODELS = frozenset({"pinb/smollm2"})
-
-
-def above_threshold_note(tokens: int | None, threshold: int | None) -> str | None:
-    """The hint shown when a compaction leaves the context above W − R; None otherwise."""
-    if tokens is None or threshold is None or tokens <= threshold:
-        return None
-    return (
-        f"still above W − R = {threshold:,} after compacting ({tokens:,} tokens): the kept "
-        "tail and the summary do not fit; lower keep or reserve"
-    )
-
-
 class SessionBusyError(RuntimeError):
     """A prompt is already running on this session."""
 
@@ -100,75 +90,6 @@ def default_system_prompt(cwd: str, tools: Sequence[Tool]) -> str:
         f"{cwd}. You can call these tools: {names}. Work in small, verifiable steps: read "
         "before you edit, check the result of commands, and say briefly what you changed."
     )
-
-
-def _sum_usage(messages: Iterable[Message]) -> dict[str, Any]:
-    total = empty_usage()
-    calls = 0
-    for message in messages:
-        usage = message.get("usage")
-        if message.get("role") != "assistant" or not isinstance(usage, dict):
-            continue
-        calls += 1
-        for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
-            total[key] += usage.get(key) or 0  # type: ignore[literal-required]
-        cost = usage.get("cost") or {}
-        for key in total["cost"]:
-            total["cost"][key] += cost.get(key) or 0  # type: ignore[literal-required]
-    out: dict[str, Any] = dict(total)
-    out["calls"] = calls
-    return out
-
-
-def _text_of(message: Message | None) -> str:
-    if not message:
-        return ""
-    return "".join(
-        b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "text"
-    )
-
-
-@dataclass
-class RunResult:
-    """What one :meth:`Session.prompt` did.
-
-    Attributes:
-        entries: every entry appended during the run (messages, edits, compactions …).
-        text: the text of the final model reply.
-        usage: tokens and cost of the run's model replies, summed (plus ``calls``).
-        compactions: compaction results produced during the run, in order.
-        error: why the run failed, or None.
-        aborted: the run was aborted.
-        replies: the run's assistant messages.
-    """
-
-    entries: list[Entry] = field(default_factory=list)
-    text: str = ""
-    usage: dict[str, Any] = field(default_factory=dict)
-    compactions: list[Any] = field(default_factory=list)
-    error: str | None = None
-    aborted: bool = False
-    replies: list[Message] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.aborted
-
-    @property
-    def messages(self) -> list[Message]:
-        return [e["message"] for e in self.entries if e.get("type") == "message"]
-
-    def _repr_html_(self) -> str | None:
-        # The renderer lives in the notebook layer, which registers it (pi_nb.display).
-        return to_html(self)
-
-    def __repr__(self) -> str:
-        status = "aborted" if self.aborted else f"error={self.error!r}" if self.error else "ok"
-        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
-        return (
-            f"<RunResult {status}: {len(self.entries)} entries, {len(self.compactions)} compactions, "
-            f"{self.usage.get('totalTokens', 0)} tokens, text={text!r}>"
-        )
 
 
 class Session:
@@ -389,47 +310,22 @@ class Session:
     @property
     def settings(self) -> CompactionSettings:
         """Compaction settings in force for the current model (explicit reserve/keep applied)."""
-        settings = self.compaction_settings.for_model(self._model)
-        changes: dict[str, Any] = {}
-        if self._reserve is not None:
-            changes["reserve_tokens"] = self._reserve
-        if self._keep is not None:
-            changes["keep_recent_tokens"] = self._keep
-        if not self._settings_explicit and settings.override_for(self._model) is None:
-            # Pi's defaults (16384 / 20000) exceed small windows such as pinb/smollm2's 2048,
-            # which would make every check compact; scale them to the window instead.
-            window = self.window
-            if self._reserve is None and settings.reserve_tokens * 2 > window:
-                changes["reserve_tokens"] = window // 4
-            if self._keep is None and settings.keep_recent_tokens * 2 > window:
-                changes["keep_recent_tokens"] = window // 4
-        if self._model in TINY_LOCAL_MODELS and not settings.accept_truncated:
-            # SmolLM2-135M rarely stops before its cap; keep its capped summaries.
-            changes["accept_truncated"] = True
-        return replace(settings, **changes) if changes else settings
+        return settings_in_force(
+            self.compaction_settings,
+            self._model,
+            lambda: self.window,
+            reserve=self._reserve,
+            keep=self._keep,
+            explicit=self._settings_explicit,
+        )
 
-    @property
-    def reserve(self) -> int:
-        """R: tokens kept free for the reply and the summary call."""
-        return self.settings.reserve_tokens
-
-    @reserve.setter
-    def reserve(self, value: int | None) -> None:
-        self._reserve = value
+    reserve = SettingOverride("reserve_tokens", "R: tokens kept free for the reply and the summary call.")
+    keep = SettingOverride("keep_recent_tokens", "Recent tokens kept verbatim by a compaction.")
 
     @property
     def threshold(self) -> int:
         """W − R: a context estimate above it triggers compaction."""
         return self.window - self.reserve
-
-    @property
-    def keep(self) -> int:
-        """Recent tokens kept verbatim by a compaction."""
-        return self.settings.keep_recent_tokens
-
-    @keep.setter
-    def keep(self, value: int | None) -> None:
-        self._keep = value
 
     @property
     def system_prompt(self) -> str | None:
@@ -642,8 +538,8 @@ class Session:
         last_reply = replies[-1] if replies else None
         return RunResult(
             entries=appended,
-            text=_text_of(final if not aborted else last_reply),
-            usage=_sum_usage(replies),
+            text=text_of(final if not aborted else last_reply),
+            usage=usage_total(replies),
             compactions=list(self._run_compactions),
             error=self._run_error,
             aborted=aborted,
@@ -799,28 +695,12 @@ class Session:
         decision: Compact | None = recovery.between_turns(self.tree, self._limits(), self._run_overhead)
         self._carry_out(decision)
 
-    def _end_compaction(
-        self,
-        reason: str,
-        *,
-        result: Any = None,
-        will_retry: bool = False,
-        aborted: bool = False,
-        error_message: str | None = None,
-        skipped: str | None = None,
-        to_hooks: bool = True,
-    ) -> None:
+    def _end_compaction(self, reason: str, *, to_hooks: bool = True, **fields: Any) -> None:
         """The one place a session's ``compaction_end`` is built (listeners; hooks too
-        unless :func:`pi_nb.compaction.compact` already told them)."""
-        event = CompactionEnd(
-            reason=reason,
-            result=result,
-            aborted=aborted,
-            will_retry=will_retry,
-            error_message=error_message,
-            skipped=skipped,
-            threshold=self.threshold if result is not None else None,
-        )
+        unless :func:`pi_nb.compaction.compact` already told them). ``fields``: those of
+        :class:`~pi_nb.events.CompactionEnd`; ``threshold`` is added to a result."""
+        threshold = self.threshold if fields.get("result") is not None else None
+        event = CompactionEnd(reason=reason, threshold=threshold, **fields)
         self._emit(event)
         if to_hooks:
             self._notify_hooks(event)
@@ -989,21 +869,6 @@ class Session:
 
 
 # Agent events forwarded to hooks (extensions see them like Pi's).
-_HOOK_EVENTS = frozenset(
-    {
-        "agent_start",
-        "agent_end",
-        "turn_start",
-        "turn_end",
-        "message_start",
-        "message_update",
-        "message_end",
-        "tool_execution_start",
-        "tool_execution_end",
-        "auto_retry_start",
-        "auto_retry_end",
-        "entry_appended",
-    }
-)
+_HOOK_EVENTS = frozenset(cls.type for cls in (*LOOP_EVENTS, AutoRetryStart, AutoRetryEnd, EntryAppended))
 # compaction_start / compaction_end reach hooks from pi_nb.compaction.compact itself (and
 # from Session._end_compaction when recovery gives up without compacting).

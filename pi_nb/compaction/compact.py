@@ -152,32 +152,16 @@ _FAILURE_EFFECT = {
 }
 
 
-def result_warnings(result: Any) -> list[str]:
-    """The ``warnings`` of a compaction / navigate result (attribute or key), one line each
-    — what the magics, the widget and the CLI print after it."""
-    warnings = result.get("warnings") if isinstance(result, Mapping) else None
-    if warnings is None:
-        warnings = getattr(result, "warnings", None)
-    return [" ".join(str(w).split()) for w in warnings or []]
+def result_warnings(result: CompactionResult | NavigateResult | None) -> list[str]:
+    """The ``warnings`` of a compaction / navigate result, one line each — what the magics,
+    the widget and the CLI print after it."""
+    return [" ".join(str(w).split()) for w in getattr(result, "warnings", None) or []]
 
 
-def result_figures(result: Any) -> str:
+def result_figures(result: CompactionResult) -> str:
     """The before → after line of a compaction result: :meth:`CompactionResult.figures`
-    (both sides on one basis) when it has it, else the two token fields a duck-typed result
-    (a dict from a stand-in session) carries."""
-    figures = getattr(result, "figures", None)
-    if callable(figures):
-        return str(figures())
-    get = result.get if isinstance(result, Mapping) else lambda k: getattr(result, k, None)
-    before = get("tokens_before") if get("tokens_before") is not None else get("tokensBefore")
-    after = get("tokens_after") if get("tokens_after") is not None else get("tokensAfter")
-    if after is None:
-        return f"{_fmt(before)} tokens before"
-    return f"{_fmt(before)} → {_fmt(after)} tokens"
-
-
-def _fmt(n: Any) -> str:
-    return f"{n:,}" if isinstance(n, int) else str(n)
+    (both sides on one basis)."""
+    return result.figures()
 
 
 def _handler_name(fn: Any) -> str:
@@ -190,7 +174,7 @@ def hook_warnings(hooks: Hooks | None, start: int = 0) -> list[str]:
     A failing ``session_before_*`` handler means its change (pins, a custom summary …) was
     not made; a policy may say what that costs with a ``failure_effect`` attribute.
     """
-    errors = getattr(hooks, "errors", None) if hooks is not None else None
+    errors = hooks.errors if hooks is not None else []
     out: list[str] = []
     for record in list(errors or [])[start:]:
         event = getattr(record, "event", "?")
@@ -207,7 +191,7 @@ def hook_warnings(hooks: Hooks | None, start: int = 0) -> list[str]:
 
 
 def _error_count(hooks: Hooks | None) -> int:
-    return len(getattr(hooks, "errors", None) or []) if hooks is not None else 0
+    return len(hooks.errors) if hooks is not None else 0
 
 
 # --- compaction -------------------------------------------------------------------------
