@@ -1,8 +1,12 @@
 """Hooks: Python callables that observe or steer the session, like Pi's extension events.
 
 A :class:`Hooks` object is a plain registry, passed explicitly to whatever fires events
-(there is no global registry). Handlers run in registration order and receive one
-:class:`Event` — a dict with a ``type`` key plus the payload, also readable as attributes::
+(there is no global registry). Handlers run in registration order and receive one event:
+a notification is the typed event of :mod:`pi_nb.events` (the object Session listeners
+get too); an event whose handlers steer the operation (``session_before_compact``,
+``session_before_tree``, ``context``, ``before_agent_start``) is an :class:`Event` — a dict
+with a ``type`` key plus the payload. Both are readable as attributes and as a mapping,
+with snake_case keys::
 
     hooks = Hooks()
 
@@ -17,7 +21,10 @@ A :class:`Hooks` object is a plain registry, passed explicitly to whatever fires
 A handler that raises is reported as a ``hook_error`` event (and kept in
 :attr:`Hooks.errors`); it never breaks the operation that fired it.
 
-Payloads (snake_case keys) of the events pi_nb fires itself:
+Payloads (snake_case keys) of the events pi_nb fires itself. Handler *return values*
+mirror Pi's extension API, so their keys are Pi's camelCase (``firstKeptEntryId``,
+``tokensBefore``, ``systemPrompt``, ``customInstructions``); the snake_case spelling is
+accepted as an alias where noted:
 
 - ``session_before_compact``: preparation, branch_entries, custom_instructions, reason,
   will_retry → ``{"cancel": True}`` or ``{"compaction": {summary, firstKeptEntryId,
@@ -31,7 +38,7 @@ Payloads (snake_case keys) of the events pi_nb fires itself:
   ``session_tree``: new_leaf_id, old_leaf_id, summary_entry, from_extension
 - ``context``: messages → a new list, ``{"messages": [...]}`` or None
 - ``before_agent_start``: prompt, images, system_prompt → ``{"message": {...},
-  "systemPrompt": str}``
+  "systemPrompt": str}`` (``system_prompt`` accepted too)
 - ``hook_error``: event, handler, error (text), exception
 """
 
@@ -44,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entries import Message
+from .events import EVENT_TYPES, HookErrorEvent, PiEvent, event_of
 from .messages import current_system_message
 
 __all__ = [
@@ -84,7 +92,9 @@ AGENT_START = "agent_start"
 AGENT_END = "agent_end"
 HOOK_ERROR = "hook_error"
 
-#: Every event name :meth:`Hooks.on` accepts (Pi's extension and agent events).
+#: Every event name :meth:`Hooks.on` accepts: the steering events, the typed vocabulary
+#: (:mod:`pi_nb.events`, but ``error``, which only Session listeners get) and Pi's other
+#: extension events.
 KNOWN_EVENTS = frozenset(
     {
         SESSION_BEFORE_COMPACT,
@@ -92,39 +102,23 @@ KNOWN_EVENTS = frozenset(
         CONTEXT,
         BEFORE_AGENT_START,
         BEFORE_PROVIDER_REQUEST,
-        SESSION_COMPACT,
-        SESSION_COMPACT_FAILED,
-        SESSION_TREE,
-        COMPACTION_START,
-        COMPACTION_END,
-        AGENT_START,
-        AGENT_END,
-        HOOK_ERROR,
+        *(set(EVENT_TYPES) - {"error"}),
         "session_start",
         "session_shutdown",
         "session_before_fork",
         "session_fork",
         "session_before_switch",
         "session_switch",
-        "turn_start",
-        "turn_end",
-        "message_start",
-        "message_update",
-        "message_end",
-        "tool_execution_start",
         "tool_execution_update",
-        "tool_execution_end",
         "tool_call",
         "tool_result",
         "input",
-        "auto_retry_start",
-        "auto_retry_end",
         "queue_update",
-        "entry_appended",
     }
 )
 
-Handler = Callable[["Event"], Any]
+#: A handler gets a typed notification (:class:`~pi_nb.events.PiEvent`) or an :class:`Event`.
+Handler = Callable[[Any], Any]
 
 
 class Event(dict):  # type: ignore[type-arg]
@@ -207,43 +201,51 @@ class Hooks:
             return  # a failing error listener is logged, never re-reported
         for listener in self.handlers(HOOK_ERROR):
             try:
-                listener(
-                    Event(
-                        type=HOOK_ERROR,
-                        event=event,
-                        handler=fn,
-                        error=record.message,
-                        exception=error,
-                    )
-                )
+                listener(HookErrorEvent(event=event, handler=fn, error=record.message, exception=error))
             except Exception as exc:
                 self.errors.append(HookError(HOOK_ERROR, listener, exc))
                 log.warning("hook_error listener %r raised %s", listener, exc)
 
-    def _call(self, event: str, fn: Handler, payload: Event) -> tuple[bool, Any]:
+    def _call(self, event: str, fn: Handler, payload: Mapping[str, Any]) -> tuple[bool, Any]:
         try:
             return True, fn(payload)
         except Exception as exc:
             self._report(event, fn, exc)
             return False, None
 
-    def emit(self, event: str, **payload: Any) -> None:
-        """Notify every handler of ``event``; results are ignored, errors reported."""
-        for fn in self.handlers(event):
-            self._call(event, fn, Event(type=event, **payload))
+    def emit(self, event: PiEvent | str, /, **payload: Any) -> None:
+        """Notify every handler of ``event``; results are ignored, errors reported.
+
+        ``event`` is a typed event (:mod:`pi_nb.events`), or a name plus its payload: a name
+        of the vocabulary builds its typed event (a wrong field raises TypeError), another
+        known name (``session_start`` …) an :class:`Event`.
+        """
+        if isinstance(event, PiEvent):
+            if payload:
+                raise TypeError("emit(event) takes no payload besides the typed event")
+            name, value = event.type, event
+        else:
+            name = event
+            value = event_of(name, **payload) or Event(type=name, **payload)
+        for fn in self.handlers(name):
+            self._call(name, fn, value)
+
+    def _steer(self, event: str, fn: Handler, payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Run a steering handler: its dict result, or None (no opinion, it raised, or it
+        returned something else than a dict, which is reported)."""
+        ok, value = self._call(event, fn, payload)
+        if not ok or not value:
+            return None
+        if not isinstance(value, Mapping):
+            self._report(event, fn, TypeError(f"{event} handler returned {type(value).__name__}, not a dict"))
+            return None
+        return value
 
     def _run_before(self, event: str, payload: Mapping[str, Any]) -> dict[str, Any] | None:
         result: dict[str, Any] | None = None
         for fn in self.handlers(event):
-            ok, value = self._call(event, fn, Event(type=event, **payload))
-            if not ok or not value:
-                continue
-            if not isinstance(value, Mapping):
-                self._report(
-                    event,
-                    fn,
-                    TypeError(f"{event} handler returned {type(value).__name__}, not a dict"),
-                )
+            value = self._steer(event, fn, Event(type=event, **payload))
+            if value is None:
                 continue
             result = dict(value)
             if result.get("cancel"):
@@ -310,16 +312,8 @@ class Hooks:
                 images=list(images or []),
                 system_prompt=current,
             )
-            event["systemPrompt"] = current
-            ok, value = self._call(BEFORE_AGENT_START, fn, event)
-            if not ok or not value:
-                continue
-            if not isinstance(value, Mapping):
-                self._report(
-                    BEFORE_AGENT_START,
-                    fn,
-                    TypeError(f"before_agent_start handler returned {type(value).__name__}"),
-                )
+            value = self._steer(BEFORE_AGENT_START, fn, event)
+            if value is None:
                 continue
             message = value.get("message")
             if message is not None:

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from pi_nb.events import SessionCompact
 from pi_nb.hooks import (
     BEFORE_AGENT_START,
     CONTEXT,
@@ -22,22 +23,36 @@ def _boom(event):
     raise RuntimeError("boom")
 
 
+COMPACTED = {"compaction_entry": {"id": "x"}, "from_extension": False, "reason": "manual", "will_retry": False}
+
+
 def test_on_and_unsubscribe():
     hooks = Hooks()
     seen = []
     off = hooks.on(SESSION_COMPACT, lambda event: seen.append(event))
-    hooks.emit(SESSION_COMPACT, compaction_entry={"id": "x"}, from_extension=False)
-    assert seen == [
-        {"type": "session_compact", "compaction_entry": {"id": "x"}, "from_extension": False}
-    ]
-    assert isinstance(seen[0], Event) and seen[0].compaction_entry == {"id": "x"}
-    assert seen[0].type == "session_compact"
+    hooks.emit(SESSION_COMPACT, **COMPACTED)
+    assert seen == [{"type": "session_compact", **COMPACTED}]
+    # A name of the vocabulary builds its typed event: the object Session listeners get.
+    assert isinstance(seen[0], SessionCompact) and seen[0].compaction_entry == {"id": "x"}
+    assert seen[0].type == "session_compact" and seen[0]["will_retry"] is False
     with pytest.raises(AttributeError):
         _ = seen[0].missing
+    with pytest.raises(KeyError, match="will_retry"):
+        seen[0].get("willRetry")  # one spelling: Pi's camelCase names the snake_case field
     off()
     off()  # twice is harmless
-    hooks.emit(SESSION_COMPACT)
+    hooks.emit(SessionCompact(**COMPACTED))
     assert len(seen) == 1 and not hooks.has_handlers(SESSION_COMPACT)
+
+
+def test_a_misspelt_payload_is_refused_and_other_names_stay_plain_events():
+    hooks = Hooks()
+    seen = []
+    hooks.on("session_start", seen.append)
+    with pytest.raises(TypeError):
+        hooks.emit(SESSION_COMPACT, compactionEntry={"id": "x"})
+    hooks.emit("session_start", reason="startup")
+    assert isinstance(seen[0], Event) and seen[0].reason == "startup"
 
 
 def test_unknown_event_names_and_non_callables_are_refused():
@@ -54,7 +69,7 @@ def test_listener_errors_are_reported_never_raised():
     hooks.on(HOOK_ERROR, lambda event: reports.append(event))
     hooks.on(SESSION_COMPACT, _boom)
     hooks.on(SESSION_COMPACT, lambda event: after.append(event))
-    hooks.emit(SESSION_COMPACT)
+    hooks.emit(SESSION_COMPACT, **COMPACTED)
     assert after  # later listeners still run
     assert reports[0].event == SESSION_COMPACT and reports[0].handler is _boom
     assert reports[0].error == "RuntimeError: boom"
@@ -65,7 +80,7 @@ def test_a_failing_error_listener_does_not_recurse():
     hooks = Hooks()
     hooks.on(HOOK_ERROR, _boom)
     hooks.on(SESSION_COMPACT, _boom)
-    hooks.emit(SESSION_COMPACT)
+    hooks.emit(SESSION_COMPACT, **COMPACTED)
     assert [e.event for e in hooks.errors] == [SESSION_COMPACT, HOOK_ERROR]
 
 
@@ -163,7 +178,7 @@ def test_before_agent_start_messages_and_system_prompt_chain():
         }
 
     def second(event):
-        prompts.append(event.systemPrompt)
+        prompts.append(event.system_prompt)  # payloads are snake_case only
         assert event.prompt == "fix it"
         return {
             "message": {

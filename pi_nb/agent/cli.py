@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any, TextIO
 
+from ..events import PiEvent
+
 __all__ = ["compact_cli", "run_prompt_cli"]
 
 EXIT_OK = 0
@@ -58,7 +60,7 @@ class _Printer:
         self.err.write(text + "\n")
         self.err.flush()
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: PiEvent) -> None:
         kind = event.get("type")
         if kind == "message_update":
             delta = event.get("delta") or ""
@@ -74,11 +76,11 @@ class _Printer:
             if message.get("stopReason") == "aborted":
                 self._note("[aborted]")
         elif kind == "tool_execution_start":
-            self._note(f"[tool] {event.get('toolName')}({_short(event.get('args') or {})})")
-        elif kind == "tool_execution_end" and event.get("isError"):
+            self._note(f"[tool] {event.get('tool_name')}({_short(event.get('args') or {})})")
+        elif kind == "tool_execution_end" and event.get("is_error"):
             content = (event.get("result") or {}).get("content") or []
             text = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-            self._note(f"[tool error] {event.get('toolName')}: {_short(text, 200)}")
+            self._note(f"[tool error] {event.get('tool_name')}: {_short(text, 200)}")
         elif kind == "compaction_start":
             self._note(f"[compacting: {event.get('reason')}]")
         elif kind == "compaction_end":
@@ -90,19 +92,19 @@ class _Printer:
                 self._note(f"[compacted: {result_figures(result)}]")
                 for warning in result_warnings(result):  # failed hooks, a grown context
                     self._note(f"[warning: {warning}]")
-                from .session import above_threshold_note
+                from .result import above_threshold_note
 
                 note = above_threshold_note(after, event.get("threshold"))
                 if note:
                     self._note(f"[warning: {note}]")
-            elif event.get("errorMessage"):
-                self._note(f"[compaction failed: {event['errorMessage']}]")
+            elif event.get("error_message"):
+                self._note(f"[compaction failed: {event['error_message']}]")
             elif event.get("skipped"):
                 self._note(f"[compaction skipped: {event['skipped']}]")
         elif kind == "auto_retry_start":
             self._note(
-                f"[retry {event.get('attempt')}/{event.get('maxAttempts')} in "
-                f"{event.get('delayMs', 0) / 1000:g}s: {_short(event.get('errorMessage') or '', 160)}]"
+                f"[retry {event.get('attempt')}/{event.get('max_attempts')} in "
+                f"{event.get('delay_ms', 0) / 1000:g}s: {_short(event.get('error_message') or '', 160)}]"
             )
 
 

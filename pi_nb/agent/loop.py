@@ -26,6 +26,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..entries import Entry, Message, empty_usage
+from ..events import (
+    AgentEnd,
+    AgentStart,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    PiEvent,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+    TurnStart,
+)
 from ..messages import to_request
 from ..session.tree import SessionTree
 from .overflow import ErrorKind, classify_exception, error_message_of
@@ -48,7 +60,7 @@ __all__ = [
     "user_message",
 ]
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[PiEvent], None]
 QueueMode = Literal["one-at-a-time", "all"]
 
 ABORTED_TOOL_TEXT = "Operation aborted"
@@ -212,8 +224,8 @@ class AgentLoop:
     def run(self, prompts: Sequence[Message]) -> LoopResult:
         """Start a run with new messages (a user prompt and any custom messages)."""
         result = LoopResult()
-        self._emit({"type": "agent_start"})
-        self._emit({"type": "turn_start"})
+        self._emit(AgentStart())
+        self._emit(TurnStart())
         for message in prompts:
             self._add(message, result)
         self._run_turns(result, [])
@@ -236,8 +248,8 @@ class AgentLoop:
                 return None
             return self.run(queued)
         result = LoopResult()
-        self._emit({"type": "agent_start"})
-        self._emit({"type": "turn_start"})
+        self._emit(AgentStart())
+        self._emit(TurnStart())
         self._run_turns(result, [])
         return result
 
@@ -254,7 +266,7 @@ class AgentLoop:
                         self.config.prepare_next_turn()
                     if not pending:
                         pending = self.steering.take()
-                    self._emit({"type": "turn_start"})
+                    self._emit(TurnStart())
                 for message in pending:
                     self._add(message, result)
                 pending = []
@@ -264,8 +276,8 @@ class AgentLoop:
                 result.tool_results = []
                 if reply.get("stopReason") in ("error", "aborted"):
                     result.aborted = reply.get("stopReason") == "aborted"
-                    self._emit({"type": "turn_end", "message": reply, "toolResults": []})
-                    self._emit({"type": "agent_end", "messages": [m for m, _ in result.messages]})
+                    self._emit(TurnEnd(message=reply, tool_results=[]))
+                    self._emit(AgentEnd(messages=[m for m, _ in result.messages]))
                     return
                 calls = [
                     b for b in reply.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"
@@ -278,19 +290,13 @@ class AgentLoop:
                         outcomes = self._execute(calls)
                     for prepared in outcomes:
                         message = _tool_result_message(prepared)
-                        self._emit({"type": "message_start", "message": message})
+                        self._emit(MessageStart(message=message))
                         entry_ = self._persist(message)
                         result.messages.append((message, entry_))
                         result.tool_results.append((message, entry_))
-                        self._emit({"type": "message_end", "message": message, "entry_id": entry_["id"]})
+                        self._emit(MessageEnd(message=message, entry_id=entry_["id"]))
                 completed_turn = True
-                self._emit(
-                    {
-                        "type": "turn_end",
-                        "message": reply,
-                        "toolResults": [m for m, _ in result.tool_results],
-                    }
-                )
+                self._emit(TurnEnd(message=reply, tool_results=[m for m, _ in result.tool_results]))
                 if self.abort.is_set():
                     # Pi's stream would end at once with an aborted reply: record it.
                     more_tools, pending = True, []
@@ -301,7 +307,7 @@ class AgentLoop:
                 pending = follow
                 continue
             break
-        self._emit({"type": "agent_end", "messages": [m for m, _ in result.messages]})
+        self._emit(AgentEnd(messages=[m for m, _ in result.messages]))
 
     # --- messages --------------------------------------------------------------------------------
 
@@ -316,10 +322,10 @@ class AgentLoop:
         return self.tree.append_message(message)
 
     def _add(self, message: Message, result: LoopResult) -> Entry:
-        self._emit({"type": "message_start", "message": message})
+        self._emit(MessageStart(message=message))
         entry = self._persist(message)
         result.messages.append((message, entry))
-        self._emit({"type": "message_end", "message": message, "entry_id": entry["id"]})
+        self._emit(MessageEnd(message=message, entry_id=entry["id"]))
         return entry
 
     def _request(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
@@ -345,7 +351,7 @@ class AgentLoop:
             "stopReason": "pending",
             "timestamp": now_ms(),
         }
-        self._emit({"type": "message_start", "message": dict(partial)})
+        self._emit(MessageStart(message=dict(partial)))
         deltas: list[str] = []
         error_kind: ErrorKind | None = None
         exception: BaseException | None = None
@@ -359,7 +365,7 @@ class AgentLoop:
 
             def on_text(delta: str) -> None:
                 deltas.append(delta)
-                self._emit({"type": "message_update", "delta": delta, "kind": "text"})
+                self._emit(MessageUpdate(delta=delta, kind="text"))
 
             try:
                 from ..llm import call_options
@@ -390,33 +396,27 @@ class AgentLoop:
         result.messages.append((reply, entry))
         result.error_kind = error_kind if reply.get("stopReason") == "error" else None
         result.exception = exception
-        self._emit({"type": "message_end", "message": reply, "entry_id": entry["id"]})
+        self._emit(MessageEnd(message=reply, entry_id=entry["id"]))
         return reply, entry
 
     # --- tools -------------------------------------------------------------------------------------
 
     def _start(self, call: dict[str, Any]) -> None:
         self._emit(
-            {
-                "type": "tool_execution_start",
-                "toolCallId": call.get("id"),
-                "toolName": call.get("name"),
-                "args": call.get("arguments"),
-            }
+            ToolExecutionStart(tool_call_id=call.get("id"), tool_name=call.get("name"), args=call.get("arguments"))
         )
 
     def _end(self, prepared: _Prepared) -> None:
         assert prepared.result is not None
-        event: dict[str, Any] = {
-            "type": "tool_execution_end",
-            "toolCallId": prepared.call.get("id"),
-            "toolName": prepared.call.get("name"),
-            "result": {"content": prepared.result.content, "details": prepared.result.details},
-            "isError": prepared.result.is_error,
-        }
-        if prepared.duration_ms is not None:
-            event["durationMs"] = prepared.duration_ms
-        self._emit(event)
+        self._emit(
+            ToolExecutionEnd(
+                tool_call_id=prepared.call.get("id"),
+                tool_name=prepared.call.get("name"),
+                result={"content": prepared.result.content, "details": prepared.result.details},
+                is_error=prepared.result.is_error,
+                duration_ms=prepared.duration_ms,
+            )
+        )
 
     def _fail_truncated(self, calls: list[dict[str, Any]]) -> list[_Prepared]:
         out = []

@@ -23,26 +23,37 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..display import to_html
-from ..entries import Entry, Message, empty_usage
+from ..entries import Entry, Message
+from ..events import (
+    LOOP_EVENTS,
+    AutoRetryEnd,
+    AutoRetryStart,
+    CompactionEnd,
+    CompactionStart,
+    EntryAppended,
+    ErrorEvent,
+    PiEvent,
+    SessionCompactFailed,
+)
+from ..hooks import Hooks
 from ..session.tree import SessionTree
-from ..tokens import (
-    ContextTokens,
-    calculate_context_tokens,
-    estimate_context_tokens,
-    should_compact,
-)
+from ..tokens import ContextTokens
+from . import recovery
+from .config import SettingOverride, settings_in_force
 from .loop import AgentLoop, LoopConfig, LoopResult, MessageQueue, QueueMode, now_ms, user_message
-from .overflow import (
-    ErrorKind,
-    RetryPolicy,
-    is_context_overflow,
-    is_recoverable_length,
-    is_retryable_error,
+from .overflow import ErrorKind, RetryPolicy
+from .recovery import (
+    LENGTH_RECOVERY_FAILED,
+    OVERFLOW_RECOVERY_FAILED,
+    Compact,
+    GiveUp,
+    Limits,
+    RecoveryState,
 )
+from .result import RunResult, above_threshold_note, text_of, usage_total
 from .tools import Tool, default_tools, tool_from_function
 
 if TYPE_CHECKING:
@@ -51,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL",
+    "LENGTH_RECOVERY_FAILED",
     "OVERFLOW_RECOVERY_FAILED",
     "RunResult",
     "Session",
@@ -59,42 +71,9 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "pinb/scripted"
-OVERFLOW_RECOVERY_FAILED = (
-    "Context overflow recovery failed after one compact-and-retry attempt. "
-    "Reduce the context or switch to a model with a larger context window."
-)
-LENGTH_RECOVERY_FAILED = "Truncated response recovery failed after one compact-and-retry attempt."
 
-Listener = Callable[[dict[str, Any]], None]
-
-
-# Local models too small to end a summary on their own (see CompactionSettings).
-TINY_LOCAL_MODELS = frozenset({"pinb/smollm2"})
-
-
-def _tail_positions(branch: Sequence[Entry], entry_id: str | None) -> tuple[int | None, int | None]:
-    """(index of the latest compaction, index of ``entry_id``) on a branch, scanning back
-    from the leaf; past the compaction only while ``entry_id`` is still unfound."""
-    latest = position = None
-    for index in range(len(branch) - 1, -1, -1):
-        entry = branch[index]
-        if position is None and entry_id is not None and entry.get("id") == entry_id:
-            position = index
-        if latest is None and entry.get("type") == "compaction":
-            latest = index
-        if latest is not None and (position is not None or entry_id is None):
-            break
-    return latest, position
-
-
-def above_threshold_note(tokens: int | None, threshold: int | None) -> str | None:
-    """The hint shown when a compaction leaves the context above W − R; None otherwise."""
-    if tokens is None or threshold is None or tokens <= threshold:
-        return None
-    return (
-        f"still above W − R = {threshold:,} after compacting ({tokens:,} tokens): the kept "
-        "tail and the summary do not fit; lower keep or reserve"
-    )
+#: A listener gets every typed event (:mod:`pi_nb.events`).
+Listener = Callable[[PiEvent], None]
 
 
 class SessionBusyError(RuntimeError):
@@ -111,75 +90,6 @@ def default_system_prompt(cwd: str, tools: Sequence[Tool]) -> str:
         f"{cwd}. You can call these tools: {names}. Work in small, verifiable steps: read "
         "before you edit, check the result of commands, and say briefly what you changed."
     )
-
-
-def _sum_usage(messages: Iterable[Message]) -> dict[str, Any]:
-    total = empty_usage()
-    calls = 0
-    for message in messages:
-        usage = message.get("usage")
-        if message.get("role") != "assistant" or not isinstance(usage, dict):
-            continue
-        calls += 1
-        for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
-            total[key] += usage.get(key) or 0  # type: ignore[literal-required]
-        cost = usage.get("cost") or {}
-        for key in total["cost"]:
-            total["cost"][key] += cost.get(key) or 0  # type: ignore[literal-required]
-    out: dict[str, Any] = dict(total)
-    out["calls"] = calls
-    return out
-
-
-def _text_of(message: Message | None) -> str:
-    if not message:
-        return ""
-    return "".join(
-        b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "text"
-    )
-
-
-@dataclass
-class RunResult:
-    """What one :meth:`Session.prompt` did.
-
-    Attributes:
-        entries: every entry appended during the run (messages, edits, compactions …).
-        text: the text of the final model reply.
-        usage: tokens and cost of the run's model replies, summed (plus ``calls``).
-        compactions: compaction results produced during the run, in order.
-        error: why the run failed, or None.
-        aborted: the run was aborted.
-        replies: the run's assistant messages.
-    """
-
-    entries: list[Entry] = field(default_factory=list)
-    text: str = ""
-    usage: dict[str, Any] = field(default_factory=dict)
-    compactions: list[Any] = field(default_factory=list)
-    error: str | None = None
-    aborted: bool = False
-    replies: list[Message] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.aborted
-
-    @property
-    def messages(self) -> list[Message]:
-        return [e["message"] for e in self.entries if e.get("type") == "message"]
-
-    def _repr_html_(self) -> str | None:
-        # The renderer lives in the notebook layer, which registers it (pi_nb.display).
-        return to_html(self)
-
-    def __repr__(self) -> str:
-        status = "aborted" if self.aborted else f"error={self.error!r}" if self.error else "ok"
-        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
-        return (
-            f"<RunResult {status}: {len(self.entries)} entries, {len(self.compactions)} compactions, "
-            f"{self.usage.get('totalTokens', 0)} tokens, text={text!r}>"
-        )
 
 
 class Session:
@@ -218,7 +128,7 @@ class Session:
         keep: int | None = None,
         compaction: CompactionSettings | None = None,
         prompts: PromptSet | None = None,
-        hooks: Any = None,
+        hooks: Hooks | None = None,
         tools: Sequence[Tool | Callable[..., Any]] | None = None,
         no_tools: bool = False,
         system_prompt: str | None = None,
@@ -249,11 +159,7 @@ class Session:
 
             prompts = DEFAULT_PROMPTS
         self.prompts = prompts
-        if hooks is None:
-            from ..hooks import Hooks
-
-            hooks = Hooks()
-        self.hooks = hooks
+        self.hooks: Hooks = hooks if hooks is not None else Hooks()
         self.cwd = os.path.abspath(os.fspath(cwd)) if cwd is not None else tree.cwd
         self._tools_explicit = tools is not None or no_tools
         if no_tools:
@@ -274,12 +180,11 @@ class Session:
         self._abort = threading.Event()
         self._run_lock = threading.Lock()
         self._listeners: list[Listener] = []
-        # state of the current run
+        # the retry / overflow memory (pi_nb.agent.recovery) and the current run
+        self._recovery = RecoveryState()
         self._on_event: Listener | None = None
         self._run_compactions: list[Any] = []
         self._run_error: str | None = None
-        self._retry_attempt = 0
-        self._overflow_attempted = False
         self._run_system_prompt: str | None = None
 
     # --- construction --------------------------------------------------------------------------
@@ -405,47 +310,22 @@ class Session:
     @property
     def settings(self) -> CompactionSettings:
         """Compaction settings in force for the current model (explicit reserve/keep applied)."""
-        settings = self.compaction_settings.for_model(self._model)
-        changes: dict[str, Any] = {}
-        if self._reserve is not None:
-            changes["reserve_tokens"] = self._reserve
-        if self._keep is not None:
-            changes["keep_recent_tokens"] = self._keep
-        if not self._settings_explicit and settings.override_for(self._model) is None:
-            # Pi's defaults (16384 / 20000) exceed small windows such as pinb/smollm2's 2048,
-            # which would make every check compact; scale them to the window instead.
-            window = self.window
-            if self._reserve is None and settings.reserve_tokens * 2 > window:
-                changes["reserve_tokens"] = window // 4
-            if self._keep is None and settings.keep_recent_tokens * 2 > window:
-                changes["keep_recent_tokens"] = window // 4
-        if self._model in TINY_LOCAL_MODELS and not settings.accept_truncated:
-            # SmolLM2-135M rarely stops before its cap; keep its capped summaries.
-            changes["accept_truncated"] = True
-        return replace(settings, **changes) if changes else settings
+        return settings_in_force(
+            self.compaction_settings,
+            self._model,
+            lambda: self.window,
+            reserve=self._reserve,
+            keep=self._keep,
+            explicit=self._settings_explicit,
+        )
 
-    @property
-    def reserve(self) -> int:
-        """R: tokens kept free for the reply and the summary call."""
-        return self.settings.reserve_tokens
-
-    @reserve.setter
-    def reserve(self, value: int | None) -> None:
-        self._reserve = value
+    reserve = SettingOverride("reserve_tokens", "R: tokens kept free for the reply and the summary call.")
+    keep = SettingOverride("keep_recent_tokens", "Recent tokens kept verbatim by a compaction.")
 
     @property
     def threshold(self) -> int:
         """W − R: a context estimate above it triggers compaction."""
         return self.window - self.reserve
-
-    @property
-    def keep(self) -> int:
-        """Recent tokens kept verbatim by a compaction."""
-        return self.settings.keep_recent_tokens
-
-    @keep.setter
-    def keep(self, value: int | None) -> None:
-        self._keep = value
 
     @property
     def system_prompt(self) -> str | None:
@@ -496,11 +376,20 @@ class Session:
         When the figure is a pure estimate (no trusted usage) it includes the system prompt
         and tool declarations, which provider-reported usage already covers.
         """
-        estimate = self.tree.context_tokens()
-        if estimate.lastUsageIndex is not None:
-            return estimate
-        overhead = self._request_overhead(self._run_system_prompt)
-        return ContextTokens(estimate.tokens + overhead, 0, estimate.trailingTokens + overhead, None)
+        return recovery.projected_tokens(self.tree, self._run_overhead)
+
+    def _run_overhead(self) -> int:
+        return self._request_overhead(self._run_system_prompt)
+
+    def _limits(self) -> Limits:
+        settings = self.settings
+        return Limits(
+            model=self._model,
+            window=self.window,
+            reserve=settings.reserve_tokens,
+            enabled=settings.enabled,
+            desired_output=self._desired_output(),
+        )
 
     # --- events ----------------------------------------------------------------------------------------
 
@@ -514,34 +403,28 @@ class Session:
 
         return unsubscribe
 
-    def _emit(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "message_start" and event["message"].get("role") == "user":
-            self._overflow_attempted = False
+    def _emit(self, event: PiEvent) -> None:
+        """Deliver ``event`` to the run's ``on_event``, the listeners and the hooks, then
+        let the recovery state see it (which may close a retry sequence)."""
         targets = ([self._on_event] if self._on_event is not None else []) + list(self._listeners)
         for listener in targets:
             try:
                 listener(event)
             except Exception as exc:  # a broken listener must not break the run
-                warnings.warn(f"pi_nb: event listener failed on {kind}: {exc!r}", RuntimeWarning, stacklevel=2)
-        if kind in _HOOK_EVENTS:
-            self._notify_hooks(kind, **{k: v for k, v in event.items() if k != "type"})
-        if kind == "message_end" and event["message"].get("role") == "assistant":
-            stop = event["message"].get("stopReason")
-            if stop not in ("error", "length"):
-                self._overflow_attempted = False
-            if stop != "error" and self._retry_attempt > 0:
-                attempt, self._retry_attempt = self._retry_attempt, 0
-                self._emit({"type": "auto_retry_end", "success": True, "attempt": attempt})
+                warnings.warn(
+                    f"pi_nb: event listener failed on {event.type}: {exc!r}", RuntimeWarning, stacklevel=2
+                )
+        if event.type in _HOOK_EVENTS:
+            self._notify_hooks(event)
+        ended = self._recovery.observe(event)
+        if ended is not None:
+            self._emit(ended)
 
-    def _notify_hooks(self, name: str, /, **payload: Any) -> None:
-        emit = getattr(self.hooks, "emit", None)
-        if emit is None:
-            return
+    def _notify_hooks(self, event: PiEvent) -> None:
         try:
-            emit(name, **payload)
+            self.hooks.emit(event)
         except Exception as exc:  # Hooks reports handler errors itself; this is a last guard
-            warnings.warn(f"pi_nb: hook failed on {name}: {exc!r}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"pi_nb: hook failed on {event.type}: {exc!r}", RuntimeWarning, stacklevel=2)
 
     # --- queues and abort -------------------------------------------------------------------------
 
@@ -594,11 +477,9 @@ class Session:
 
     def _transform_context(self, messages: list[Message]) -> list[Message]:
         """The ``context`` hook (Pi's transformContext), skipped when nobody listens."""
-        has = getattr(self.hooks, "has_handlers", None)
-        run = getattr(self.hooks, "run_context", None)
-        if run is None or (has is not None and not has("context")):
+        if not self.hooks.has_handlers("context"):
             return messages
-        return run(messages)
+        return self.hooks.run_context(messages)
 
     def prompt(self, text: str, on_event: Listener | None = None) -> RunResult:
         """Send a user prompt and run the agent until it stops.
@@ -621,7 +502,7 @@ class Session:
         self._abort.clear()
         self._run_compactions = []
         self._run_error = None
-        self._retry_attempt = 0
+        self._recovery.start_run()
         replies: list[Message] = []
         aborted = False
         try:
@@ -652,20 +533,20 @@ class Session:
             self._run_system_prompt = None
             self._run_lock.release()
         if self._run_error:
-            self._emit_to(on_event, {"type": "error", "message": self._run_error})
+            self._emit_to(on_event, ErrorEvent(message=self._run_error))
         final = next((m for m in reversed(replies) if m.get("stopReason") not in ("error", "aborted")), None)
         last_reply = replies[-1] if replies else None
         return RunResult(
             entries=appended,
-            text=_text_of(final if not aborted else last_reply),
-            usage=_sum_usage(replies),
+            text=text_of(final if not aborted else last_reply),
+            usage=usage_total(replies),
             compactions=list(self._run_compactions),
             error=self._run_error,
             aborted=aborted,
             replies=replies,
         )
 
-    def _emit_to(self, on_event: Listener | None, event: dict[str, Any]) -> None:
+    def _emit_to(self, on_event: Listener | None, event: PiEvent) -> None:
         previous = self._on_event
         self._on_event = on_event
         try:
@@ -680,10 +561,7 @@ class Session:
 
     def _before_agent_start(self, text: str) -> tuple[list[Message], str | None]:
         base = self.system_prompt
-        run = getattr(self.hooks, "run_before_agent_start", None)
-        if run is None:
-            return [], base
-        extra, system_prompt = run(text, base)
+        extra, system_prompt = self.hooks.run_before_agent_start(text, base)
         messages: list[Message] = []
         for item in extra or []:
             messages.append(
@@ -709,26 +587,22 @@ class Session:
     # --- after a run: retry, overflow, threshold ------------------------------------------------------
 
     def _after_run(self, result: LoopResult) -> bool:
-        """Pi's post-run handling; True when the loop should continue."""
+        """Pi's post-run handling: retry first, then the compaction check; True when the
+        loop should continue."""
         message = result.last_assistant
         if message is None:
             return bool(self.steering or self.follow_ups)
         entry_id = result.last_assistant_entry["id"] if result.last_assistant_entry else None
-        if self._is_retryable(message, result.error_kind) and self._prepare_retry(message, entry_id):
+        state = self._recovery
+        if state.should_retry(message, result.error_kind, self.retry, self.window) and self._retry(
+            message, entry_id
+        ):
             return not self._abort.is_set()
         if self._abort.is_set():
             self._finish_cancelled_retry()
             return False
-        if message.get("stopReason") == "error" and self._retry_attempt > 0:
-            attempt, self._retry_attempt = self._retry_attempt, 0
-            self._emit(
-                {
-                    "type": "auto_retry_end",
-                    "success": False,
-                    "attempt": attempt,
-                    "finalError": message.get("errorMessage"),
-                }
-            )
+        if message.get("stopReason") == "error":
+            self._emit_if(state.end_retry(success=False, final_error=message.get("errorMessage")))
         tool_ids = [entry["id"] for _, entry in result.tool_results]
         if self._check_compaction(
             message, entry_id, skip_aborted=True, tool_results=tool_ids, error_kind=result.error_kind
@@ -736,43 +610,26 @@ class Session:
             return not self._abort.is_set()
         return not self._abort.is_set() and bool(self.steering or self.follow_ups)
 
-    def _is_retryable(self, message: Message, kind: ErrorKind | None) -> bool:
-        if not self.retry.enabled or message.get("stopReason") != "error":
-            return False
-        if kind == "overflow" or is_context_overflow(message, self.window):
-            return False
-        if kind is not None:
-            return kind == "transient"
-        return is_retryable_error(message)
+    def _emit_if(self, event: PiEvent | None) -> None:
+        if event is not None:
+            self._emit(event)
 
-    def _prepare_retry(self, message: Message, entry_id: str | None) -> bool:
-        self._retry_attempt += 1
-        if self._retry_attempt > self.retry.max_retries:
-            self._retry_attempt -= 1
+    def _retry(self, message: Message, entry_id: str | None) -> bool:
+        """Announce and wait out one retry (the failed attempt omitted); False when the
+        retries are spent or the wait was aborted."""
+        start = self._recovery.next_retry(message, self.retry)
+        if start is None:
             return False
-        delay = self.retry.delay(self._retry_attempt)
-        self._emit(
-            {
-                "type": "auto_retry_start",
-                "attempt": self._retry_attempt,
-                "maxAttempts": self.retry.max_retries,
-                "delayMs": int(delay * 1000),
-                "errorMessage": message.get("errorMessage") or "Unknown error",
-            }
-        )
+        self._emit(start)
         if entry_id is not None:
             self._omit([entry_id])
-        if not self.retry.wait(delay, self._abort):
+        if not self.retry.wait(start.delay_ms / 1000, self._abort):
             self._finish_cancelled_retry()
             return False
         return True
 
     def _finish_cancelled_retry(self) -> None:
-        if self._retry_attempt:
-            attempt, self._retry_attempt = self._retry_attempt, 0
-            self._emit(
-                {"type": "auto_retry_end", "success": False, "attempt": attempt, "finalError": "Retry cancelled"}
-            )
+        self._emit_if(self._recovery.end_retry(success=False, final_error="Retry cancelled"))
 
     def _omit(self, entry_ids: Iterable[str]) -> None:
         """Append ``context_edit(null)`` for entries still visible in the context."""
@@ -780,8 +637,7 @@ class Session:
         visible = {pe.id for pe in projection.entries if pe.messages}
         for entry_id in entry_ids:
             if entry_id in visible:
-                entry = self.tree.append_context_edit(entry_id, None)
-                self._emit({"type": "entry_appended", "entry": entry})
+                self._emit(EntryAppended(entry=self.tree.append_context_edit(entry_id, None)))
 
     def _check_compaction(
         self,
@@ -792,112 +648,41 @@ class Session:
         tool_results: Sequence[str],
         error_kind: ErrorKind | None = None,
     ) -> bool:
-        """Pi 1.3's ``_checkCompaction``; True when the loop should continue."""
-        settings = self.settings
-        if not settings.enabled:
+        """Pi 1.3's ``_checkCompaction`` (rules in :mod:`pi_nb.agent.recovery`); True when
+        the loop should continue."""
+        decision = recovery.check_compaction(
+            self.tree,
+            message,
+            entry_id,
+            self._limits(),
+            self._recovery,
+            skip_aborted=skip_aborted,
+            tool_results=tool_results,
+            error_kind=error_kind,
+            overhead=self._run_overhead,
+        )
+        return self._carry_out(decision)
+
+    def _carry_out(self, decision: recovery.Decision) -> bool:
+        """Do what the rules decided; True when the loop should continue."""
+        if decision is None:
             return False
-        stop = message.get("stopReason")
-        if skip_aborted and stop == "aborted":
-            return False
-        from ..llm import split_model
-
-        provider, model_id = split_model(self._model)
-        same_model = message.get("provider") == provider and message.get("model") == model_id
-        window = self.window
-        # Structure only, newest first: the checks look at the tail after the latest
-        # compaction, so a long history costs nothing here.
-        branch = self.tree.projection().light_path
-        latest_compaction, position = _tail_positions(branch, entry_id)
-        # A reply from before the latest compaction carries stale usage and errors.
-        if latest_compaction is not None:
-            if position is not None:
-                if position < latest_compaction:
-                    return False
-            else:
-                from ..entries import iso_to_ms
-
-                stamp = iso_to_ms(branch[latest_compaction].get("timestamp")) or 0
-                if (message.get("timestamp") or 0) <= stamp:
-                    return False
-
-        projection = self.tree.projection()
-        projected = entry_id is None or any(
-            pe.id == entry_id and any(m.get("role") == "assistant" for m in pe.messages)
-            for pe in projection.entries
-        )
-        after = branch[position + 1 :] if position is not None else []
-        edit_after = any(e.get("type") == "context_edit" for e in after)
-        own_edits = [e for e in after if e.get("type") == "context_edit" and e.get("targetId") == entry_id]
-        retained = entry_id is None or (
-            not any(e.get("type") == "compaction" for e in after)
-            and not (own_edits and own_edits[-1].get("replacement") is None)
-        )
-        usage_matches = projected and not edit_after
-        explicit = stop == "error" and (error_kind == "overflow" or is_context_overflow(message))
-        overflow = same_model and (
-            (explicit and retained) or (usage_matches and is_context_overflow(message, window))
-        )
-        length = same_model and projected and is_recoverable_length(message, self._desired_output())
-        if overflow or length:
-            will_retry = stop != "stop"
-            if not will_retry:
-                return self._auto_compact("overflow", will_retry=False)
-            if self._overflow_attempted:
-                error = OVERFLOW_RECOVERY_FAILED if overflow else LENGTH_RECOVERY_FAILED
-                self._emit(
-                    {
-                        "type": "compaction_end",
-                        "reason": "overflow",
-                        "result": None,
-                        "aborted": False,
-                        "willRetry": False,
-                        "errorMessage": error,
-                    }
-                )
-                self._notify_hooks(
-                    "compaction_end",
+        if isinstance(decision, GiveUp):
+            self._end_compaction("overflow", error_message=decision.error)
+            self._notify_hooks(
+                SessionCompactFailed(
                     reason="overflow",
-                    result=None,
-                    aborted=False,
-                    will_retry=False,
-                    error_message=error,
-                )
-                self._notify_hooks(
-                    "session_compact_failed",
-                    reason="overflow",
-                    error_message=error,
+                    error_message=decision.error,
                     aborted=False,
                     will_retry=False,
                     from_extension=False,
                 )
-                self._run_error = error
-                return False
-            self._overflow_attempted = True
-            if entry_id is not None:
-                self._omit([entry_id, *tool_results])
-            return self._auto_compact("overflow", will_retry=True)
-
-        # Threshold.
-        has_edits = any(pe.entry.get("type") == "context_edit" for pe in projection.entries)
-        usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
-        direct = calculate_context_tokens(usage) if usage else 0
-        if has_edits:
-            tokens = self.context_tokens().tokens
-        elif stop == "error" or direct == 0:
-            estimate = estimate_context_tokens(projection.messages, self.tree.token_cache)
-            if estimate.lastUsageIndex is not None and latest_compaction is not None:
-                source = projection.source_of(estimate.lastUsageIndex).id
-                source_position = _tail_positions(branch, source)[1]
-                if (-1 if source_position is None else source_position) < latest_compaction:
-                    return False
-            tokens = estimate.tokens
-            if estimate.lastUsageIndex is None:
-                tokens += self._request_overhead(self._run_system_prompt)
-        else:
-            tokens = direct
-        if should_compact(tokens, window, settings.reserve_tokens, settings.enabled):
-            return self._auto_compact("threshold", will_retry=False)
-        return False
+            )
+            self._run_error = decision.error
+            return False
+        if decision.omit:
+            self._omit(decision.omit)
+        return self._auto_compact(decision.reason, will_retry=decision.will_retry)
 
     def _desired_output(self) -> int | None:
         """The output cap of the agent's replies: ``max_tokens`` or one in ``llm_kwargs``
@@ -907,11 +692,18 @@ class Session:
 
     def _before_next_turn(self) -> None:
         """Between turns of a run: compact when the projected estimate crosses W − R."""
-        settings = self.settings
-        if not settings.enabled:
-            return
-        if should_compact(self.context_tokens().tokens, self.window, settings.reserve_tokens):
-            self._auto_compact("threshold", will_retry=False)
+        decision: Compact | None = recovery.between_turns(self.tree, self._limits(), self._run_overhead)
+        self._carry_out(decision)
+
+    def _end_compaction(self, reason: str, *, to_hooks: bool = True, **fields: Any) -> None:
+        """The one place a session's ``compaction_end`` is built (listeners; hooks too
+        unless :func:`pi_nb.compaction.compact` already told them). ``fields``: those of
+        :class:`~pi_nb.events.CompactionEnd`; ``threshold`` is added to a result."""
+        threshold = self.threshold if fields.get("result") is not None else None
+        event = CompactionEnd(reason=reason, threshold=threshold, **fields)
+        self._emit(event)
+        if to_hooks:
+            self._notify_hooks(event)
 
     def _summary_completion(self) -> Callable[..., Message]:
         """The model call compaction uses for summaries: same model, same extra kwargs."""
@@ -931,73 +723,39 @@ class Session:
     def _auto_compact(self, reason: str, *, will_retry: bool) -> bool:
         """Run an automatic compaction; True when the loop should continue afterwards."""
         from .. import compaction as comp
+        from ..redact import redact
 
-        self._emit({"type": "compaction_start", "reason": reason})
+        self._emit(CompactionStart(reason=reason))
+        recovering = reason == "overflow" and will_retry
         try:
             result = comp.compact(
                 self.tree,
                 self._model,
-                settings=self.settings,
-                prompts=self.prompts,
-                focus=None,
-                hooks=self.hooks,
                 reason=reason,
                 will_retry=will_retry,
-                window=self.window,
-                completion=self._summary_completion(),
+                **self._compaction_options(None),
             )
         except (comp.NothingToCompact, comp.AlreadyCompacted) as exc:
-            self._emit(
-                {
-                    "type": "compaction_end",
-                    "reason": reason,
-                    "result": None,
-                    "aborted": False,
-                    "willRetry": False,
-                    "skipped": str(exc),
-                }
-            )
-            if reason == "overflow" and will_retry:
+            self._end_compaction(reason, skipped=str(exc), to_hooks=False)
+            if recovering:
                 self._run_error = f"Context overflow recovery failed: {exc}"
             return False
         except comp.CompactionCancelled:
-            self._emit(
-                {"type": "compaction_end", "reason": reason, "result": None, "aborted": True, "willRetry": False}
-            )
-            if reason == "overflow" and will_retry:
+            self._end_compaction(reason, aborted=True, to_hooks=False)
+            if recovering:
                 self._run_error = "Context overflow recovery failed: compaction cancelled"
             return False
         except Exception as exc:
             prefix = "Context overflow recovery failed" if reason == "overflow" else "Auto-compaction failed"
-            from ..redact import redact
-
             error = redact(f"{prefix}: {exc}")
-            self._emit(
-                {
-                    "type": "compaction_end",
-                    "reason": reason,
-                    "result": None,
-                    "aborted": False,
-                    "willRetry": False,
-                    "errorMessage": error,
-                }
-            )
-            if reason == "overflow" and will_retry:
+            self._end_compaction(reason, error_message=error, to_hooks=False)
+            if recovering:
                 self._run_error = error
             else:
-                self._emit({"type": "error", "message": error, "source": "compaction"})
+                self._emit(ErrorEvent(message=error, source="compaction"))
             return False
         self._run_compactions.append(result)
-        self._emit(
-            {
-                "type": "compaction_end",
-                "reason": reason,
-                "result": result,
-                "aborted": False,
-                "willRetry": will_retry,
-                "threshold": self.threshold,
-            }
-        )
+        self._end_compaction(reason, result=result, will_retry=will_retry, to_hooks=False)
         if will_retry:
             return True
         return bool(self.steering or self.follow_ups)
@@ -1008,13 +766,9 @@ class Session:
         if self.is_running:
             raise SessionBusyError(f"cannot {what} while a prompt is running")
 
-    def compact(self, focus: str | None = None, preview: bool = False) -> Any:
-        """Compact now (Pi's ``/compact [focus]``), or with ``preview=True`` show what would be
-        summarized and kept without changing the session."""
-        from .. import compaction as comp
-
-        self._require_idle("compact")
-        common = {
+    def _compaction_options(self, focus: str | None) -> dict[str, Any]:
+        """What every compaction of this session passes to :func:`pi_nb.compaction.compact`."""
+        return {
             "settings": self.settings,
             "prompts": self.prompts,
             "focus": focus,
@@ -1022,33 +776,28 @@ class Session:
             "window": self.window,
             "completion": self._summary_completion(),
         }
+
+    def compact(self, focus: str | None = None, preview: bool = False) -> Any:
+        """Compact now (Pi's ``/compact [focus]``), or with ``preview=True`` show what would be
+        summarized and kept without changing the session."""
+        from .. import compaction as comp
+
+        self._require_idle("compact")
+        options = self._compaction_options(focus)
         if preview:
-            return comp.preview_compaction(self.tree, self._model, **common)
-        self._emit({"type": "compaction_start", "reason": "manual"})
+            return comp.preview_compaction(self.tree, self._model, **options)
+        self._emit(CompactionStart(reason="manual"))
         try:
-            result = comp.compact(self.tree, self._model, reason="manual", will_retry=False, **common)
+            result = comp.compact(self.tree, self._model, reason="manual", will_retry=False, **options)
         except BaseException as exc:
-            self._emit(
-                {
-                    "type": "compaction_end",
-                    "reason": "manual",
-                    "result": None,
-                    "aborted": isinstance(exc, comp.CompactionCancelled),
-                    "willRetry": False,
-                    "errorMessage": str(exc),
-                }
+            self._end_compaction(
+                "manual",
+                aborted=isinstance(exc, comp.CompactionCancelled),
+                error_message=str(exc),
+                to_hooks=False,
             )
             raise
-        self._emit(
-            {
-                "type": "compaction_end",
-                "reason": "manual",
-                "result": result,
-                "aborted": False,
-                "willRetry": False,
-                "threshold": self.threshold,
-            }
-        )
+        self._end_compaction("manual", result=result, to_hooks=False)
         return result
 
     def above_threshold_note(self, tokens: int | None) -> str | None:
@@ -1120,20 +869,6 @@ class Session:
 
 
 # Agent events forwarded to hooks (extensions see them like Pi's).
-_HOOK_EVENTS = frozenset(
-    {
-        "agent_start",
-        "agent_end",
-        "turn_start",
-        "turn_end",
-        "message_start",
-        "message_update",
-        "message_end",
-        "tool_execution_start",
-        "tool_execution_end",
-        "auto_retry_start",
-        "auto_retry_end",
-        "entry_appended",
-    }
-)
-# compaction_start / compaction_end reach hooks from pi_nb.compaction.compact itself.
+_HOOK_EVENTS = frozenset(cls.type for cls in (*LOOP_EVENTS, AutoRetryStart, AutoRetryEnd, EntryAppended))
+# compaction_start / compaction_end reach hooks from pi_nb.compaction.compact itself (and
+# from Session._end_compaction when recovery gives up without compacting).

@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..entries import Entry, Message, iso_to_ms, new_entry_id, now_iso
+from ..events import (
+    CompactionEnd,
+    CompactionStart,
+    SessionCompact,
+    SessionCompactFailed,
+    SessionTreeEvent,
+)
 from ..hooks import (
-    COMPACTION_END,
-    COMPACTION_START,
     SESSION_BEFORE_COMPACT,
     SESSION_BEFORE_TREE,
-    SESSION_COMPACT,
-    SESSION_COMPACT_FAILED,
-    SESSION_TREE,
     Hooks,
 )
 from ..messages import content_text, current_system_message
@@ -150,32 +152,16 @@ _FAILURE_EFFECT = {
 }
 
 
-def result_warnings(result: Any) -> list[str]:
-    """The ``warnings`` of a compaction / navigate result (attribute or key), one line each
-    — what the magics, the widget and the CLI print after it."""
-    warnings = result.get("warnings") if isinstance(result, Mapping) else None
-    if warnings is None:
-        warnings = getattr(result, "warnings", None)
-    return [" ".join(str(w).split()) for w in warnings or []]
+def result_warnings(result: CompactionResult | NavigateResult | None) -> list[str]:
+    """The ``warnings`` of a compaction / navigate result, one line each — what the magics,
+    the widget and the CLI print after it."""
+    return [" ".join(str(w).split()) for w in getattr(result, "warnings", None) or []]
 
 
-def result_figures(result: Any) -> str:
+def result_figures(result: CompactionResult) -> str:
     """The before → after line of a compaction result: :meth:`CompactionResult.figures`
-    (both sides on one basis) when it has it, else the two token fields a duck-typed result
-    (a dict from a stand-in session) carries."""
-    figures = getattr(result, "figures", None)
-    if callable(figures):
-        return str(figures())
-    get = result.get if isinstance(result, Mapping) else lambda k: getattr(result, k, None)
-    before = get("tokens_before") if get("tokens_before") is not None else get("tokensBefore")
-    after = get("tokens_after") if get("tokens_after") is not None else get("tokensAfter")
-    if after is None:
-        return f"{_fmt(before)} tokens before"
-    return f"{_fmt(before)} → {_fmt(after)} tokens"
-
-
-def _fmt(n: Any) -> str:
-    return f"{n:,}" if isinstance(n, int) else str(n)
+    (both sides on one basis)."""
+    return result.figures()
 
 
 def _handler_name(fn: Any) -> str:
@@ -188,7 +174,7 @@ def hook_warnings(hooks: Hooks | None, start: int = 0) -> list[str]:
     A failing ``session_before_*`` handler means its change (pins, a custom summary …) was
     not made; a policy may say what that costs with a ``failure_effect`` attribute.
     """
-    errors = getattr(hooks, "errors", None) if hooks is not None else None
+    errors = hooks.errors if hooks is not None else []
     out: list[str] = []
     for record in list(errors or [])[start:]:
         event = getattr(record, "event", "?")
@@ -205,7 +191,7 @@ def hook_warnings(hooks: Hooks | None, start: int = 0) -> list[str]:
 
 
 def _error_count(hooks: Hooks | None) -> int:
-    return len(getattr(hooks, "errors", None) or []) if hooks is not None else 0
+    return len(hooks.errors) if hooks is not None else 0
 
 
 # --- compaction -------------------------------------------------------------------------
@@ -551,13 +537,13 @@ def compact(
     mark = _error_count(hooks)
     started = False
     if reason == "manual" and hooks is not None:  # Pi: manual start precedes the checks
-        hooks.emit(COMPACTION_START, reason=reason)
+        hooks.emit(CompactionStart(reason=reason))
         started = True
     from_hook = False
     try:
         branch, preparation = _prepare(tree, settings)
         if not started and hooks is not None:  # automatic: only when there is work
-            hooks.emit(COMPACTION_START, reason=reason)
+            hooks.emit(CompactionStart(reason=reason))
             started = True
         plan = _decide(
             branch,
@@ -590,34 +576,27 @@ def compact(
         if hooks is not None and started:
             aborted = isinstance(exc, CompactionCancelled)
             message = None if aborted else f"{_FAILURE_PREFIX.get(reason, _FAILED)}: {exc}"
+            hooks.emit(CompactionEnd(reason=reason, aborted=aborted, error_message=message))
             hooks.emit(
-                COMPACTION_END,
-                reason=reason,
-                result=None,
-                aborted=aborted,
-                will_retry=False,
-                error_message=message,
-            )
-            hooks.emit(
-                SESSION_COMPACT_FAILED,
-                reason=reason,
-                error_message=message,
-                aborted=aborted,
-                will_retry=False,
-                from_extension=from_hook,
+                SessionCompactFailed(
+                    reason=reason,
+                    error_message=message,
+                    aborted=aborted,
+                    will_retry=False,
+                    from_extension=from_hook,
+                )
             )
         raise
     if hooks is not None:
         hooks.emit(
-            SESSION_COMPACT,
-            compaction_entry=entry,
-            from_extension=plan.from_hook,
-            reason=reason,
-            will_retry=will_retry,
+            SessionCompact(
+                compaction_entry=entry,
+                from_extension=plan.from_hook,
+                reason=reason,
+                will_retry=will_retry,
+            )
         )
-        hooks.emit(
-            COMPACTION_END, reason=reason, result=result, aborted=False, will_retry=will_retry
-        )
+        hooks.emit(CompactionEnd(reason=reason, result=result, will_retry=will_retry))
         result.warnings += hook_warnings(hooks, mark)
     return result
 
@@ -956,11 +935,12 @@ def navigate(
     result.from_hook = from_hook if summary_text else None
     if hooks is not None:
         hooks.emit(
-            SESSION_TREE,
-            new_leaf_id=tree.leaf_id,
-            old_leaf_id=old_leaf,
-            summary_entry=result.summary_entry,
-            from_extension=result.from_hook,
+            SessionTreeEvent(
+                new_leaf_id=tree.leaf_id,
+                old_leaf_id=old_leaf,
+                summary_entry=result.summary_entry,
+                from_extension=result.from_hook,
+            )
         )
     result.warnings = hook_warnings(hooks, mark)
     return result

@@ -27,6 +27,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Dict, Integer, Unicode, observe, validate
 
+from ..events import PiEvent
+
 OFFLINE_MODEL = "pinb/smollm2"
 FALLBACK_MODEL = "pinb/scripted"
 
@@ -177,27 +179,27 @@ class StreamPrinter:
             self._write("\n")
         self._write(text + "\n", flush=True)
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: PiEvent) -> None:
         kind = event.get("type")
         if kind == "message_update":
             self._stream(str(event.get("delta") or ""))
         elif kind == "tool_execution_start" and self.show_tools:
             args = event.get("args") or {}
             shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
-            self._line(f"→ {event.get('toolName')}({shown})")
+            self._line(f"→ {event.get('tool_name')}({shown})")
         elif kind == "tool_execution_end" and self.show_tools:
             result = event.get("result") or {}
             from ..messages import content_text
 
             text = content_text(result.get("content") if isinstance(result, dict) else result)
-            mark = "✗" if event.get("isError") else "✓"
+            mark = "✗" if event.get("is_error") else "✓"
             self._line(f"  {mark} {_short(text, 100)}")
         elif kind == "compaction_start":
             self._line(f"⟳ compacting ({event.get('reason', 'threshold')})…")
         elif kind == "compaction_end":
             result = event.get("result")
-            if event.get("errorMessage"):
-                self._line(f"⟳ compaction failed: {_one_line(event['errorMessage'])}")
+            if event.get("error_message"):
+                self._line(f"⟳ compaction failed: {_one_line(event['error_message'])}")
             elif event.get("skipped"):
                 self._line(f"⟳ compaction skipped: {_one_line(event['skipped'])}")
             elif event.get("aborted"):
@@ -225,10 +227,10 @@ class StreamPrinter:
                 error = _short(str(message.get("errorMessage") or "unknown error"), 160)
                 self._line(f"✗ the model call failed: {error}")
         elif kind == "auto_retry_start":
-            attempt, most = event.get("attempt"), event.get("maxAttempts")
+            attempt, most = event.get("attempt"), event.get("max_attempts")
             self._line(f"… retrying (attempt {attempt} of {most})")
         elif kind == "error":
-            self._line(f"error: {_one_line(event.get('message') or event.get('errorMessage'))}")
+            self._line(f"error: {_one_line(event.get('message'))}")
         elif kind == "agent_end":
             self._finish_stream()
             if not self._at_line_start:

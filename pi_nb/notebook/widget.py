@@ -27,6 +27,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from ..compaction import AlreadyCompacted, NothingToCompact
 from ..entries import Entry
 from ..session.tree import SessionTree
 from ..tokens import TokenCache
@@ -56,17 +57,6 @@ def _one_line(error: BaseException, limit: int = 240) -> str:
     text = redact(" ".join(str(error).split())) or type(error).__name__
     text = f"{type(error).__name__}: {text}" if not isinstance(error, ActionError) else text
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _field(obj: Any, *names: str) -> Any:
-    """The first present attribute / key of ``obj`` among ``names`` (duck-typed results)."""
-    for name in names:
-        if isinstance(obj, dict) and name in obj:
-            return obj[name]
-        value = getattr(obj, name, None)
-        if value is not None:
-            return value
-    return None
 
 
 class ActionError(Exception):
@@ -420,12 +410,13 @@ class SessionExplorer(anywidget.AnyWidget):
         else:
             self.tree.branch(eid)
             result = None
-        if _field(result, "cancelled"):
+        # result: a NavigateResult (pi_nb.compaction), or None for a bare branch move.
+        if result is not None and result.cancelled:
             return "Navigation cancelled by a session_before_tree hook; nothing changed."
         new = self.tree.leaf_id
-        summary = _field(result, "summary_entry", "summaryEntry")
-        note = f" with branch summary {_field(summary, 'id')}" if summary is not None else ""
-        text = _field(result, "editor_text", "editorText")
+        summary = result.summary_entry if result is not None else None
+        note = f" with branch summary {summary['id']}" if summary is not None else ""
+        text = result.editor_text if result is not None else None
         from .widget_state import with_warnings
 
         if isinstance(text, str) and text:
@@ -452,22 +443,21 @@ class SessionExplorer(anywidget.AnyWidget):
             )
         try:
             result = self.session.compact(focus=focus, preview=preview)
-        except Exception as error:
-            if type(error).__name__ in ("NothingToCompact", "AlreadyCompacted"):
-                self._preview = {}
-                return _one_line(error).split(": ", 1)[-1]
-            raise
+        except (NothingToCompact, AlreadyCompacted) as error:
+            self._preview = {}
+            return _one_line(error).split(": ", 1)[-1]
         if result is None:
             self._preview = {}
             return "Nothing to compact."
         from ..compaction.compact import result_figures
         from .widget_state import with_warnings
 
-        change = _field(result, "change")  # both sides estimated: the basis of %pi diff
-        before = change.before if change is not None else _field(result, "tokens_before")
-        after = change.after if change is not None else _field(result, "tokens_after")
-        first = _field(result, "first_kept_entry_id", "firstKeptEntryId", "first_kept_id")
-        summary = _field(result, "summary")
+        # result: a CompactionResult (its attributes; a stand-in session returns the same).
+        change = result.change  # both sides estimated: the basis of %pi diff
+        before = change.before if change is not None else result.tokens_before
+        after = change.after if change is not None else result.tokens_after
+        first = result.first_kept_entry_id
+        summary = result.summary
         numbers = result_figures(result)  # one basis, as %pi diff and the magics show
         if preview:
             text = str(summary or "")
@@ -481,8 +471,8 @@ class SessionExplorer(anywidget.AnyWidget):
                 f"Preview (nothing written): {numbers}, keeps from {first}.", result
             )
         self._preview = {}
-        entry = _field(result, "entry", "id")
-        where = f" as {_field(entry, 'id') or entry}" if entry is not None else ""
+        entry = result.entry
+        where = f" as {entry['id']}" if entry is not None else ""
         return with_warnings(f"Compacted{where}: {numbers}, keeps from {first}.", result)
 
     def _do_discard_preview(self, _message: dict[str, Any]) -> str:
@@ -492,7 +482,7 @@ class SessionExplorer(anywidget.AnyWidget):
     def _do_omit(self, message: dict[str, Any]) -> str:
         eid = self._target(message)
         entry = self._edit(eid, None)
-        return f"Omitted {eid} from the context (edit {_field(entry, 'id') or '?'}; history unchanged)."
+        return f"Omitted {eid} from the context (edit {entry['id']}; history unchanged)."
 
     def _do_pin(self, message: dict[str, Any]) -> str:
         eid = self._target(message)
@@ -511,7 +501,7 @@ class SessionExplorer(anywidget.AnyWidget):
             raise ActionError("Replace needs a non-empty text.")
         entry = self._edit(eid, text)
         return (
-            f"Replaced {eid} in the context (edit {_field(entry, 'id') or '?'}; history unchanged)."
+            f"Replaced {eid} in the context (edit {entry['id']}; history unchanged)."
         )
 
     def _edit(self, eid: str, text: str | None) -> Any:
@@ -526,8 +516,8 @@ def _window_is_cheap(session: Any) -> bool:
     """Can ``session.window`` be read now without a slow lookup (litellm's first import)?"""
     if not isinstance(getattr(type(session), "window", None), property):
         return True  # a plain attribute
-    explicit = getattr(session, "_window", None)  # pi_nb.agent.Session with window=...
-    return isinstance(explicit, int) or "litellm" in sys.modules
+    known = getattr(session, "known_window", None)  # pi_nb.agent.Session: given or resolved
+    return isinstance(known, int) or "litellm" in sys.modules
 
 
 def _session_window(session: Any) -> int | None:

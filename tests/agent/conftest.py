@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pi_nb.agent import RetryPolicy, Session
+from pi_nb.events import PiEvent
 from pi_nb.models.scripted import Script
 
 
@@ -15,16 +16,16 @@ class Recorder:
     """Collects events; ``types`` lists their names in order."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
+        self.events: list[PiEvent] = []
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: PiEvent) -> None:
         self.events.append(event)
 
     @property
     def types(self) -> list[str]:
         return [e["type"] for e in self.events]
 
-    def of(self, kind: str) -> list[dict[str, Any]]:
+    def of(self, kind: str) -> list[PiEvent]:
         return [e for e in self.events if e["type"] == kind]
 
 

@@ -66,7 +66,7 @@ def test_tool_calls_produce_results(make_session, recorder):
     second = turn_requests(session)[1]
     assert second[-1]["role"] == "tool" and second[-1]["content"] == "5"
     assert recorder.types.count("tool_execution_start") == 1
-    assert recorder.of("tool_execution_end")[0]["isError"] is False
+    assert recorder.of("tool_execution_end")[0]["is_error"] is False
     assert script_of(session).requests[0]["tools"][0]["function"]["name"] == "add"
 
 
@@ -90,7 +90,7 @@ def test_parallel_tools_run_concurrently_and_results_keep_call_order(make_sessio
     )
     result = session.prompt("go", on_event=recorder)
     assert result.ok
-    ends = [e["toolName"] for e in recorder.of("tool_execution_end")]
+    ends = [e["tool_name"] for e in recorder.of("tool_execution_end")]
     assert ends == ["fast", "slow"]  # completion order
     results = [m for m in result.messages if m["role"] == "toolResult"]
     assert [m["toolName"] for m in results] == ["slow", "fast"]  # assistant's call order

@@ -13,6 +13,7 @@ from agent_helpers import script_of, texts, turn_requests
 from pi_nb.agent import OVERFLOW_RECOVERY_FAILED, RetryPolicy, Session
 from pi_nb.agent.cli import compact_cli, run_prompt_cli
 from pi_nb.entries import empty_usage
+from pi_nb.events import AutoRetryEnd
 from pi_nb.messages import COMPACTION_SUMMARY_PREFIX
 from pi_nb.models.scripted import Script
 from pi_nb.session import SessionTree
@@ -151,7 +152,7 @@ def test_overflow_omits_failed_reply_compacts_and_retries_once(make_session, rec
     starts = recorder.of("compaction_start")
     assert [s["reason"] for s in starts] == ["overflow"]
     end = recorder.of("compaction_end")[0]
-    assert end["willRetry"] is True and end["result"] is not None
+    assert end["will_retry"] is True and end["result"] is not None
     # Exactly one retry, made from the compacted context without the failed reply.
     requests = turn_requests(session)
     assert len(requests) == 3 + 2
@@ -173,7 +174,7 @@ def test_second_overflow_stops_with_clear_error_and_no_second_compaction(make_se
     assert len([e for e in result.entries if e["type"] == "compaction"]) == 1
     assert [s["reason"] for s in recorder.of("compaction_start")] == ["overflow"]
     ends = recorder.of("compaction_end")
-    assert ends[-1]["errorMessage"] == OVERFLOW_RECOVERY_FAILED
+    assert ends[-1]["error_message"] == OVERFLOW_RECOVERY_FAILED
     assert recorder.of("error")[-1]["message"] == OVERFLOW_RECOVERY_FAILED
     assert len(turn_requests(session)) == 3 + 2  # one retry, no third request
     assert script_of(session).turns[script_of(session).position] == "never used"
@@ -202,7 +203,7 @@ def test_silent_overflow_compacts_without_retry(make_session, recorder):
     result = session.prompt("question", on_event=recorder)
     assert result.ok and result.text == "a fine answer"
     assert [s["reason"] for s in recorder.of("compaction_start")] == ["overflow"]
-    assert recorder.of("compaction_end")[0]["willRetry"] is False
+    assert recorder.of("compaction_end")[0]["will_retry"] is False
     assert len(turn_requests(session)) == 3 + 1  # no retry
     assert not any(e["type"] == "context_edit" for e in result.entries)
 
@@ -217,8 +218,8 @@ def test_rate_limit_is_retried_with_backoff(make_session, recorder, sleeps):
     assert sleeps == [2.0, 4.0]
     starts = recorder.of("auto_retry_start")
     assert [s["attempt"] for s in starts] == [1, 2]
-    assert "Rate limit" in starts[0]["errorMessage"]
-    assert recorder.of("auto_retry_end") == [{"type": "auto_retry_end", "success": True, "attempt": 2}]
+    assert "Rate limit" in starts[0]["error_message"]
+    assert recorder.of("auto_retry_end") == [AutoRetryEnd(success=True, attempt=2)]
     # Failed attempts stay in the file but leave the context.
     errors = [e for e in result.entries if e.get("message", {}).get("stopReason") == "error"]
     edits = {e["targetId"] for e in result.entries if e["type"] == "context_edit"}

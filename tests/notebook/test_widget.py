@@ -21,6 +21,7 @@ import comm
 import pytest
 from comm.base_comm import BaseComm
 
+from pi_nb.compaction.compact import CompactionResult, NavigateResult
 from pi_nb.notebook import widget_state as ws
 from pi_nb.samples import sample_session_path
 from pi_nb.session.tree import SessionTree
@@ -287,7 +288,7 @@ class FakeSession:
     def navigate(self, target: str, summarize: bool = False, focus: str | None = None) -> Any:
         self.calls.append(("navigate", target, summarize, focus))
         if summarize:
-            return {"summary_entry": self.tree.branch_with_summary(target, "what we tried")}
+            return NavigateResult(summary_entry=self.tree.branch_with_summary(target, "what we tried"))
         self.tree.branch(target)
         return None
 
@@ -295,12 +296,16 @@ class FakeSession:
         self.calls.append(("compact", focus, preview))
         if focus == "boom":
             raise RuntimeError("model unavailable\nsecond line")
-        return {
-            "summary": "## Goal\nDecimal money",
-            "first_kept_entry_id": "1a2b3c17",
-            "tokens_before": 376,
-            "tokens_after": 120,
-        }
+        return CompactionResult(
+            summary="## Goal\nDecimal money",
+            first_kept_entry_id="1a2b3c17",
+            tokens_before=376,
+            tokens_after=120,
+            details=None,
+            usage=None,
+            entry=None,  # type: ignore[arg-type]  # a stand-in: nothing written
+            preparation=None,  # type: ignore[arg-type]
+        )
 
     def edit(self, entry_id: str, omit: bool = False, replace: Any = None) -> Any:
         self.calls.append(("edit", entry_id, omit, replace))

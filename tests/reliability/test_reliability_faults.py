@@ -415,7 +415,7 @@ def test_abort_while_a_tool_hangs(tmp_path, pi_check):
     session = make(tmp_path, turns, sleeps)
 
     def on_event(event: dict[str, Any]) -> None:
-        if event["type"] == "tool_execution_start" and event["toolName"] == "hang":
+        if event["type"] == "tool_execution_start" and event["tool_name"] == "hang":
             threading.Timer(0.3, session.abort).start()
 
     started = time.monotonic()
