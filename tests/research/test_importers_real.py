@@ -60,14 +60,15 @@ def test_cli_imports_a_pi_file(transcripts: Path, tmp_path: Path, kind: str, cap
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert SessionTree.open(out).entry("a1000007")["type"] == "lint_report"
-    # --costs is accepted, and the summary says a Pi file is not re-priced.
+    # --costs is refused for a Pi file (Pi already priced it), in one line, nothing written.
+    out.unlink()
     assert (
         import_command(
             kind, str(transcripts / "pi_session.jsonl"), str(out), costs=True, overwrite=True
         )
-        == 0
+        == 2
     )
-    assert "costs not re-priced" in capsys.readouterr().out
+    assert "--costs" in capsys.readouterr().err and not out.exists()
 
 
 # --- item 2: openai refuses other agents' files; auto knows every format ---------------------

@@ -177,8 +177,11 @@ def test_migrated_file_has_pis_bytes(tmp_path: Path) -> None:
     assert "5e-06" in path.read_text()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = SessionTree.open(path)  # migrates v2 → v3 and rewrites the file
+        tree = SessionTree.open(path)  # migrates v2 → v3 in memory; reading never rewrites
     assert tree.header["version"] == 3
+    assert path.read_text().splitlines() == original
+    assert tree.migrate()  # a writer rewrites the file, as Pi does on load
+    tree.close()
     # Pi's migration: version 3, hookMessage → custom; then JSON.stringify of every line.
     expected_input = [json.loads(line) for line in original]
     expected_input[0]["version"] = 3
