@@ -27,7 +27,12 @@ from ..hooks import (
     Hooks,
 )
 from ..messages import content_text, current_system_message
-from ..projection import build_session_projection, compaction_summary_message
+from ..projection import (
+    apply_edit,
+    build_session_projection,
+    compaction_summary_message,
+    entry_messages,
+)
 from ..tokens import estimate_tokens
 from .prepare import (
     CompactionPreparation,
@@ -37,7 +42,12 @@ from .prepare import (
     prepare_compaction,
 )
 from .prompts import DEFAULT_PROMPTS, PromptSet
-from .settings import DEFAULT_BRANCH_SUMMARY_RESERVE, CompactionSettings, resolve_window
+from .settings import (
+    DEFAULT_BRANCH_SUMMARY_RESERVE,
+    CompactionSettings,
+    PiRelease,
+    resolve_window,
+)
 from .summarize import Completion, combine_usage, generate_summary
 
 if TYPE_CHECKING:
@@ -393,6 +403,7 @@ def _summarize(
 ) -> _Plan:
     """The built-in summary: history (+ turn prefix), then the file lists."""
     reserve = preparation.settings.reserve_tokens
+    release = preparation.settings.pi_release
     results = []
     if preparation.is_split_turn and preparation.turn_prefix_messages:
         previous = preparation.previous_summary
@@ -409,6 +420,7 @@ def _summarize(
                 window=window,
                 completion=completion,
                 accept_truncated=preparation.settings.accept_truncated,
+                pi_release=release,
             )
             results.append(result)
             history = result.text
@@ -417,10 +429,12 @@ def _summarize(
             model,
             reserve_tokens=reserve,
             prompts=prompts,
+            focus=focus,  # used under Pi 1.6.0 only (generate_summary drops it for 1.3)
             kind="turn_prefix",
             window=window,
             completion=completion,
             accept_truncated=preparation.settings.accept_truncated,
+            pi_release=release,
         )
         results.append(prefix)
         summary = history + _TURN_CONTEXT_RULE + prefix.text
@@ -436,6 +450,7 @@ def _summarize(
             window=window,
             completion=completion,
             accept_truncated=preparation.settings.accept_truncated,
+            pi_release=release,
         )
         results.append(result)
         summary = result.text
@@ -714,13 +729,19 @@ class BranchPreparation:
     total_tokens: int
 
 
-def _branch_message(entry: Entry) -> Message | None:
+def _branch_message(entry: Entry, edit: Entry | None = None) -> Message | None:
+    """The message a branch summary reads for ``entry``, with its context ``edit`` (Pi 1.6.0:
+    a null replacement drops it, a replacement swaps its content)."""
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")
         if not isinstance(message, dict) or message.get("role") == "toolResult":
             return None
-        return message
+        if edit is None:
+            return message
+    if edit is not None and kind in ("message", "custom_message"):
+        edited = apply_edit(entry_messages(entry), edit)
+        return edited[0] if edited else None
     if kind == "custom_message":
         content = entry.get("content")
         message = {
@@ -745,22 +766,32 @@ def _branch_message(entry: Entry) -> Message | None:
     return None
 
 
-def prepare_branch_entries(entries: Sequence[Entry], budget: int = 0) -> BranchPreparation:
+def prepare_branch_entries(
+    entries: Sequence[Entry], budget: int = 0, *, pi_release: PiRelease = "1.6"
+) -> BranchPreparation:
     """Pick what a branch summary reads, newest first, within ``budget`` tokens (0 = all).
 
     Tool results are skipped (their call says what happened); compaction and branch
     summaries become their summary messages and may still be taken past the budget while
     the total is under 90 % of it. File ops come from every earlier (non-hook) branch
-    summary's details and from the tool calls of the messages walked.
+    summary's details and from the tool calls of the messages walked. Under
+    ``pi_release="1.6"`` the latest ``context_edit`` per target among ``entries`` is
+    applied to message and custom_message entries (a null replacement drops the entry), as
+    in Pi 1.6.0; Pi 1.3.0 summarized the unedited messages.
     """
     ops = FileOps()
     for entry in entries:
         if entry.get("type") == "branch_summary" and not entry.get("fromHook"):
             ops.add_details(entry.get("details"))
+    edits: dict[str, Entry] = {}
+    if pi_release == "1.6":
+        for entry in entries:
+            if entry.get("type") == "context_edit" and isinstance(entry.get("targetId"), str):
+                edits[entry["targetId"]] = entry
     messages: list[Message] = []
     total = 0
     for entry in reversed(entries):
-        message = _branch_message(entry)
+        message = _branch_message(entry, edits.get(str(entry.get("id"))))
         if message is None:
             continue
         file_ops_from_message(message, ops)
@@ -832,6 +863,7 @@ def navigate(
     reserve_tokens: int = DEFAULT_BRANCH_SUMMARY_RESERVE,
     completion: Completion | None = None,
     accept_truncated: bool = False,
+    pi_release: PiRelease = "1.6",
 ) -> NavigateResult:
     """Move the leaf to ``target_id`` like Pi's ``/tree``, optionally summarizing the branch left.
 
@@ -842,7 +874,9 @@ def navigate(
     ``session_before_tree`` hooks may cancel or supply the summary; ``session_tree`` is
     notified afterwards. Navigating to the current leaf does nothing. ``accept_truncated``
     keeps a branch summary that hit its token cap (as
-    :attr:`CompactionSettings.accept_truncated` does for compactions).
+    :attr:`CompactionSettings.accept_truncated` does for compactions). ``pi_release``
+    (:attr:`CompactionSettings.pi_release`) selects the summary's output budget and whether
+    context edits apply to the summarized entries.
 
     Raises:
         SummarizationError: the branch summary failed (nothing is written, the leaf stays).
@@ -899,7 +933,9 @@ def navigate(
     elif summarize and entries:
         assert model is not None
         summarizer_window = resolve_window(model, window)
-        prepared = prepare_branch_entries(entries, summarizer_window - reserve_tokens)
+        prepared = prepare_branch_entries(
+            entries, summarizer_window - reserve_tokens, pi_release=pi_release
+        )
         details = prepared.file_ops.details()
         if not prepared.messages:
             summary_text = NO_BRANCH_CONTENT
@@ -915,6 +951,7 @@ def navigate(
                 replace_instructions=replace_instructions,
                 completion=completion,
                 accept_truncated=accept_truncated,
+                pi_release=pi_release,
             )
             summary_text = (
                 prompts.branch_preamble

@@ -107,7 +107,19 @@ def test_nothing_to_compact_and_already_compacted(tree, fake):
         preview_compaction(tree, "m", settings=KEEP, completion=fake)
 
 
-def test_split_turn_summarizes_history_and_turn_prefix_separately(tree, fake):
+@pytest.mark.parametrize(
+    ("release", "budgets", "prefix_focus"),
+    [
+        # Pi 1.6.0: no reserve-derived cap; the model's output limit (gpt-4o: 16384) fitted
+        # to the window, for the turn prefix too, which also gets the focus.
+        ("1.6", (16384, 16384), True),
+        # Pi 1.3.0: ⌊0.8·R⌋ and ⌊0.5·R⌋ (R = 2000); the turn prefix gets no focus.
+        ("1.3", (1600, 1000), False),
+    ],
+)
+def test_split_turn_summarizes_history_and_turn_prefix_separately(
+    tree, fake, release, budgets, prefix_focus
+):
     long_session(tree, 2, chars=200)
     add_turn(
         tree,
@@ -115,14 +127,19 @@ def test_split_turn_summarizes_history_and_turn_prefix_separately(tree, fake):
         steps=[("read", {"path": f"big{i}.py"}, f"FACT-r{i} " + "B" * 3000) for i in range(4)],
         reply="refactor finished",
     )
-    settings = CompactionSettings(keep_recent_tokens=1000, reserve_tokens=2000)
-    result = compact(tree, "m", settings=settings, window=WINDOW, completion=fake)
+    settings = CompactionSettings(keep_recent_tokens=1000, reserve_tokens=2000, pi_release=release)
+    result = compact(
+        tree, "gpt-4o", settings=settings, window=WINDOW, completion=fake, focus="KEEP-PATHS"
+    )
     prep = result.preparation
     assert prep.is_split_turn and prep.messages_to_summarize and prep.turn_prefix_messages
     assert fake.calls == 2 == result.calls
     history, prefix = fake.requests
     assert "## Original Request" not in fake.prompt(0) and "## Original Request" in fake.prompt(1)
-    assert history["max_tokens"] == 1600 and prefix["max_tokens"] == 1000
+    assert (history["max_tokens"], prefix["max_tokens"]) == budgets
+    assert fake.prompt(0).endswith("\n\nAdditional focus: KEEP-PATHS")
+    assert fake.prompt(1).endswith("\n\nAdditional focus: KEEP-PATHS") == prefix_focus
+    assert ("KEEP-PATHS" in fake.prompt(1)) == prefix_focus
     assert "FACT-request" in fake.prompt(1) and "FACT-request" not in fake.prompt(0)
     head, rule, tail = result.summary.partition("\n\n---\n\n**Turn Context (split turn):**\n\n")
     assert rule and "summary 1 (history)" in head and tail.startswith("## Goal\nsummary 2 (prefix)")
