@@ -48,7 +48,7 @@ from .settings import (
     PiRelease,
     resolve_window,
 )
-from .summarize import Completion, combine_usage, generate_summary
+from .summarize import Completion, SummaryResult, combine_usage, generate_summary
 
 if TYPE_CHECKING:
     from ..projection import Projection
@@ -241,6 +241,8 @@ class CompactionResult:
         preparation: the plan it was made from.
         from_hook: the result was supplied by a ``session_before_compact`` hook.
         calls: summary model calls made; chunks: conversation chunks summarized.
+        budget_rule: how the summary calls' output budget was chosen
+            (:attr:`~.summarize.SummaryResult.budget_rule`; "" for a hook's result).
         reason: ``"manual"``, ``"threshold"`` or ``"overflow"``.
         committed: False for a preview.
         projection: the projection after the compaction (would-be, for a preview).
@@ -257,6 +259,7 @@ class CompactionResult:
     from_hook: bool = False
     calls: int = 0
     chunks: int = 0
+    budget_rule: str = ""
     reason: str = "manual"
     committed: bool = True
     projection: Projection | None = field(default=None, repr=False)
@@ -293,6 +296,7 @@ class CompactionResult:
             "fromHook": self.from_hook,
             "calls": self.calls,
             "chunks": self.chunks,
+            "budgetRule": self.budget_rule,
             "reason": self.reason,
             "committed": self.committed,
         }
@@ -313,6 +317,7 @@ class CompactionResult:
                 "hook" if self.from_hook else f"{self.calls} call(s), {self.chunks} chunk(s)",
             ),
             ("summary usage", cost or "—"),
+            ("summary budget", self.budget_rule or "—"),
             ("files read", ", ".join(self.read_files) or "—"),
             ("files modified", ", ".join(self.modified_files) or "—"),
         ]
@@ -351,6 +356,12 @@ class _Plan:
     preparation: CompactionPreparation
     calls: int = 0
     chunks: int = 0
+    budget_rule: str = ""
+
+
+def _budget_rule(results: Sequence[SummaryResult]) -> str:
+    """The distinct budget rules of several summary results, in call order."""
+    return ", ".join(dict.fromkeys(r.budget_rule for r in results if r.budget_rule))
 
 
 def _prepare(
@@ -466,6 +477,7 @@ def _summarize(
         preparation=preparation,
         calls=sum(r.calls for r in results),
         chunks=sum(r.chunks for r in results),
+        budget_rule=_budget_rule(results),
     )
 
 
@@ -521,6 +533,7 @@ def _result(
         from_hook=plan.from_hook,
         calls=plan.calls,
         chunks=plan.chunks,
+        budget_rule=plan.budget_rule,
         reason=reason,
         committed=committed,
         projection=projection,
@@ -832,6 +845,8 @@ class NavigateResult:
         from_hook: the summary came from a ``session_before_tree`` hook.
         usage, calls, chunks: cost of the summary calls.
         truncated: summary calls whose reply hit the cap and was kept (``accept_truncated``).
+        budget_rule: how the summary's output budget was chosen (see
+            :attr:`~.summarize.SummaryResult.budget_rule`).
         warnings: hook failures the user must know about (see :func:`hook_warnings`).
     """
 
@@ -845,6 +860,7 @@ class NavigateResult:
     calls: int = 0
     chunks: int = 0
     truncated: int = 0
+    budget_rule: str = ""
     warnings: list[str] = field(default_factory=list)
 
 
@@ -961,6 +977,7 @@ def navigate(
             usage = generated.usage
             result.calls, result.chunks = generated.calls, generated.chunks
             result.truncated = generated.truncated
+            result.budget_rule = generated.budget_rule
 
     new_leaf: str | None
     if (

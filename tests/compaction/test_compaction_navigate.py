@@ -108,7 +108,7 @@ def test_navigate_with_summary(tree, session_path, fake, release, budget):
     prompt = fake.prompt(0)
     assert DEFAULT_PROMPTS.branch in prompt and prompt.endswith("Additional focus: what failed")
     assert "[Tool result]" not in prompt  # tool results are skipped for branch summaries
-    assert fake.requests[0]["max_tokens"] == budget
+    assert fake.requests[0]["max_tokens"] == budget and result.budget_rule == f"pi-{release}"
     messages = tree.projection().messages
     assert [m["role"] for m in messages] == ["user", "assistant", "branchSummary"]
 

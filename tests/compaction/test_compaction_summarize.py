@@ -200,6 +200,11 @@ def test_small_window_keeps_the_reserve_budget_under_pi_1_6(fake):
         pi_release="1.3",
     )
     assert old.budget_rule == "pi-1.3" and fake.requests[1]["max_tokens"] == 409
+    # a window with room for Pi 1.6.0's margin keeps its rule
+    roomy = generate_summary(
+        messages, "m", reserve_tokens=512, window=9000, output_limit=2048, completion=fake
+    )
+    assert roomy.budget_rule == "pi-1.6" and fake.requests[2]["max_tokens"] == 2048
 
 
 def test_generate_summary_uses_the_budget_and_initial_prompt(fake):
