@@ -240,25 +240,14 @@ def test_update_prompt_with_previous_summary_and_focus(fake):
     assert prompt.endswith("Additional focus: keep the API key")
 
 
-def test_turn_prefix_call_pi_1_3(fake):
-    generate_summary(
-        [user("start")],
-        "m",
-        reserve_tokens=1000,
-        kind="turn_prefix",
-        focus="ignored",
-        previous_summary="ignored too",
-        window=100000,
-        output_limit=0,
-        completion=fake,
-        pi_release="1.3",
-    )
-    prompt = fake.prompt(0)
-    assert DEFAULT_PROMPTS.turn_prefix in prompt and "ignored" not in prompt
-    assert fake.requests[0]["max_tokens"] == 500
-
-
-def test_turn_prefix_call_pi_1_6_gets_the_focus(fake):
+@pytest.mark.parametrize(
+    ("release", "budget", "focused"),
+    [
+        ("1.6", 3000, True),  # Pi 1.6.0: the output limit; the focus reaches the turn prefix
+        ("1.3", 500, False),  # Pi 1.3.0: ⌊0.5·R⌋; no focus for the turn prefix
+    ],
+)
+def test_turn_prefix_call(fake, release, budget, focused):
     result = generate_summary(
         [user("start")],
         "m",
@@ -269,11 +258,14 @@ def test_turn_prefix_call_pi_1_6_gets_the_focus(fake):
         window=100000,
         output_limit=3000,
         completion=fake,
+        pi_release=release,
     )
     prompt = fake.prompt(0)
-    assert prompt.endswith(DEFAULT_PROMPTS.turn_prefix + "\n\nAdditional focus: KEEP-PATHS")
+    assert DEFAULT_PROMPTS.turn_prefix in prompt
     assert "ignored" not in prompt  # the previous summary is for history summaries only
-    assert fake.requests[0]["max_tokens"] == 3000 and result.budget_rule == "pi-1.6"
+    assert prompt.endswith("\n\nAdditional focus: KEEP-PATHS") == focused
+    assert ("KEEP-PATHS" in prompt) == focused
+    assert fake.requests[0]["max_tokens"] == budget and result.budget_rule == f"pi-{release}"
 
 
 def test_custom_prompts_are_used_per_call(fake):
