@@ -1,6 +1,7 @@
 """Compact a session, preview a compaction, summarize a branch when moving the leaf.
 
-:func:`compact` follows Pi 1.3's manual/automatic compaction: prepare the cut, let
+:func:`compact` follows Pi's manual/automatic compaction (1.3.0 and 1.6.0 alike; the
+summary requests per :attr:`CompactionSettings.pi_release`): prepare the cut, let
 ``session_before_compact`` hooks cancel or supply the result, summarize (history, plus the
 opening of a split turn), append the file lists, write the ``compaction`` entry, then
 notify ``session_compact``. :func:`preview_compaction` does the same without writing.
