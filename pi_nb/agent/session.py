@@ -837,6 +837,7 @@ class Session:
             reserve_tokens=min(DEFAULT_BRANCH_SUMMARY_RESERVE, self.reserve),
             completion=self._summary_completion(),
             accept_truncated=self.settings.accept_truncated,
+            pi_release=self.settings.pi_release,
         )
 
     def label(self, entry_id: str, text: str | None) -> Entry:

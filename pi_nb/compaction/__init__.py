@@ -1,4 +1,6 @@
-"""Compaction: cut, summarize and checkpoint long sessions (Pi 1.3 semantics).
+"""Compaction: cut, summarize and checkpoint long sessions (Pi semantics: cut, trigger and
+format as in Pi 1.3.0 and 1.6.0; summary requests as in 1.6.0, or 1.3.0 with
+``CompactionSettings(pi_release="1.3")``).
 
 - :mod:`.settings` — budgets (reserve, keep-recent), per-model overrides, the trigger.
 - :mod:`.cut` — where the kept part starts; split turns.

@@ -1,6 +1,7 @@
 """Compact a session, preview a compaction, summarize a branch when moving the leaf.
 
-:func:`compact` follows Pi 1.3's manual/automatic compaction: prepare the cut, let
+:func:`compact` follows Pi's manual/automatic compaction (1.3.0 and 1.6.0 alike; the
+summary requests per :attr:`CompactionSettings.pi_release`): prepare the cut, let
 ``session_before_compact`` hooks cancel or supply the result, summarize (history, plus the
 opening of a split turn), append the file lists, write the ``compaction`` entry, then
 notify ``session_compact``. :func:`preview_compaction` does the same without writing.
@@ -29,7 +30,12 @@ from ..hooks import (
     Hooks,
 )
 from ..messages import content_text, current_system_message
-from ..projection import build_session_projection, compaction_summary_message
+from ..projection import (
+    apply_edit,
+    build_session_projection,
+    compaction_summary_message,
+    entry_messages,
+)
 from ..tokens import estimate_tokens
 from .prepare import (
     CompactionPreparation,
@@ -39,8 +45,13 @@ from .prepare import (
     prepare_compaction,
 )
 from .prompts import DEFAULT_PROMPTS, PromptSet
-from .settings import DEFAULT_BRANCH_SUMMARY_RESERVE, CompactionSettings, resolve_window
-from .summarize import Completion, combine_usage, generate_summary
+from .settings import (
+    DEFAULT_BRANCH_SUMMARY_RESERVE,
+    CompactionSettings,
+    PiRelease,
+    resolve_window,
+)
+from .summarize import Completion, SummaryResult, combine_usage, generate_summary
 
 if TYPE_CHECKING:
     from ..projection import Projection
@@ -217,6 +228,8 @@ class CompactionResult:
         preparation: the plan it was made from.
         from_hook: the result was supplied by a ``session_before_compact`` hook.
         calls: summary model calls made; chunks: conversation chunks summarized.
+        budget_rule: how the summary calls' output budget was chosen
+            (:attr:`~.summarize.SummaryResult.budget_rule`; "" for a hook's result).
         reason: ``"manual"``, ``"threshold"`` or ``"overflow"``.
         committed: False for a preview.
         projection: the projection after the compaction (would-be, for a preview).
@@ -233,6 +246,7 @@ class CompactionResult:
     from_hook: bool = False
     calls: int = 0
     chunks: int = 0
+    budget_rule: str = ""
     reason: str = "manual"
     committed: bool = True
     projection: Projection | None = field(default=None, repr=False)
@@ -269,6 +283,7 @@ class CompactionResult:
             "fromHook": self.from_hook,
             "calls": self.calls,
             "chunks": self.chunks,
+            "budgetRule": self.budget_rule,
             "reason": self.reason,
             "committed": self.committed,
         }
@@ -289,6 +304,7 @@ class CompactionResult:
                 "hook" if self.from_hook else f"{self.calls} call(s), {self.chunks} chunk(s)",
             ),
             ("summary usage", cost or "—"),
+            ("summary budget", self.budget_rule or "—"),
             ("files read", ", ".join(self.read_files) or "—"),
             ("files modified", ", ".join(self.modified_files) or "—"),
         ]
@@ -327,6 +343,12 @@ class _Plan:
     preparation: CompactionPreparation
     calls: int = 0
     chunks: int = 0
+    budget_rule: str = ""
+
+
+def _budget_rule(results: Sequence[SummaryResult]) -> str:
+    """The distinct budget rules of several summary results, in call order."""
+    return ", ".join(dict.fromkeys(r.budget_rule for r in results if r.budget_rule))
 
 
 def _prepare(
@@ -379,6 +401,7 @@ def _summarize(
 ) -> _Plan:
     """The built-in summary: history (+ turn prefix), then the file lists."""
     reserve = preparation.settings.reserve_tokens
+    release = preparation.settings.pi_release
     results = []
     if preparation.is_split_turn and preparation.turn_prefix_messages:
         previous = preparation.previous_summary
@@ -395,6 +418,7 @@ def _summarize(
                 window=window,
                 completion=completion,
                 accept_truncated=preparation.settings.accept_truncated,
+                pi_release=release,
             )
             results.append(result)
             history = result.text
@@ -403,10 +427,12 @@ def _summarize(
             model,
             reserve_tokens=reserve,
             prompts=prompts,
+            focus=focus,  # used under Pi 1.6.0 only (generate_summary drops it for 1.3)
             kind="turn_prefix",
             window=window,
             completion=completion,
             accept_truncated=preparation.settings.accept_truncated,
+            pi_release=release,
         )
         results.append(prefix)
         summary = history + _TURN_CONTEXT_RULE + prefix.text
@@ -422,6 +448,7 @@ def _summarize(
             window=window,
             completion=completion,
             accept_truncated=preparation.settings.accept_truncated,
+            pi_release=release,
         )
         results.append(result)
         summary = result.text
@@ -437,6 +464,7 @@ def _summarize(
         preparation=preparation,
         calls=sum(r.calls for r in results),
         chunks=sum(r.chunks for r in results),
+        budget_rule=_budget_rule(results),
     )
 
 
@@ -492,6 +520,7 @@ def _result(
         from_hook=plan.from_hook,
         calls=plan.calls,
         chunks=plan.chunks,
+        budget_rule=plan.budget_rule,
         reason=reason,
         committed=committed,
         projection=projection,
@@ -693,13 +722,19 @@ class BranchPreparation:
     total_tokens: int
 
 
-def _branch_message(entry: Entry) -> Message | None:
+def _branch_message(entry: Entry, edit: Entry | None = None) -> Message | None:
+    """The message a branch summary reads for ``entry``, with its context ``edit`` (Pi 1.6.0:
+    a null replacement drops it, a replacement swaps its content)."""
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")
         if not isinstance(message, dict) or message.get("role") == "toolResult":
             return None
-        return message
+        if edit is None:
+            return message
+    if edit is not None and kind in ("message", "custom_message"):
+        edited = apply_edit(entry_messages(entry), edit)
+        return edited[0] if edited else None
     if kind == "custom_message":
         content = entry.get("content")
         message = {
@@ -724,22 +759,32 @@ def _branch_message(entry: Entry) -> Message | None:
     return None
 
 
-def prepare_branch_entries(entries: Sequence[Entry], budget: int = 0) -> BranchPreparation:
+def prepare_branch_entries(
+    entries: Sequence[Entry], budget: int = 0, *, pi_release: PiRelease = "1.6"
+) -> BranchPreparation:
     """Pick what a branch summary reads, newest first, within ``budget`` tokens (0 = all).
 
     Tool results are skipped (their call says what happened); compaction and branch
     summaries become their summary messages and may still be taken past the budget while
     the total is under 90 % of it. File ops come from every earlier (non-hook) branch
-    summary's details and from the tool calls of the messages walked.
+    summary's details and from the tool calls of the messages walked. Under
+    ``pi_release="1.6"`` the latest ``context_edit`` per target among ``entries`` is
+    applied to message and custom_message entries (a null replacement drops the entry), as
+    in Pi 1.6.0; Pi 1.3.0 summarized the unedited messages.
     """
     ops = FileOps()
     for entry in entries:
         if entry.get("type") == "branch_summary" and not entry.get("fromHook"):
             ops.add_details(entry.get("details"))
+    edits: dict[str, Entry] = {}
+    if pi_release == "1.6":
+        for entry in entries:
+            if entry.get("type") == "context_edit" and isinstance(entry.get("targetId"), str):
+                edits[entry["targetId"]] = entry
     messages: list[Message] = []
     total = 0
     for entry in reversed(entries):
-        message = _branch_message(entry)
+        message = _branch_message(entry, edits.get(str(entry.get("id"))))
         if message is None:
             continue
         file_ops_from_message(message, ops)
@@ -780,6 +825,8 @@ class NavigateResult:
         from_hook: the summary came from a ``session_before_tree`` hook.
         usage, calls, chunks: cost of the summary calls.
         truncated: summary calls whose reply hit the cap and was kept (``accept_truncated``).
+        budget_rule: how the summary's output budget was chosen (see
+            :attr:`~.summarize.SummaryResult.budget_rule`).
         warnings: hook failures the user must know about (see :func:`hook_warnings`).
     """
 
@@ -793,6 +840,7 @@ class NavigateResult:
     calls: int = 0
     chunks: int = 0
     truncated: int = 0
+    budget_rule: str = ""
     warnings: list[str] = field(default_factory=list)
 
 
@@ -811,6 +859,7 @@ def navigate(
     reserve_tokens: int = DEFAULT_BRANCH_SUMMARY_RESERVE,
     completion: Completion | None = None,
     accept_truncated: bool = False,
+    pi_release: PiRelease = "1.6",
 ) -> NavigateResult:
     """Move the leaf to ``target_id`` like Pi's ``/tree``, optionally summarizing the branch left.
 
@@ -821,7 +870,9 @@ def navigate(
     ``session_before_tree`` hooks may cancel or supply the summary; ``session_tree`` is
     notified afterwards. Navigating to the current leaf does nothing. ``accept_truncated``
     keeps a branch summary that hit its token cap (as
-    :attr:`CompactionSettings.accept_truncated` does for compactions).
+    :attr:`CompactionSettings.accept_truncated` does for compactions). ``pi_release``
+    (:attr:`CompactionSettings.pi_release`) selects the summary's output budget and whether
+    context edits apply to the summarized entries.
 
     Raises:
         SummarizationError: the branch summary failed (nothing is written, the leaf stays).
@@ -878,7 +929,9 @@ def navigate(
     elif summarize and entries:
         assert model is not None
         summarizer_window = resolve_window(model, window)
-        prepared = prepare_branch_entries(entries, summarizer_window - reserve_tokens)
+        prepared = prepare_branch_entries(
+            entries, summarizer_window - reserve_tokens, pi_release=pi_release
+        )
         details = prepared.file_ops.details()
         if not prepared.messages:
             summary_text = NO_BRANCH_CONTENT
@@ -894,6 +947,7 @@ def navigate(
                 replace_instructions=replace_instructions,
                 completion=completion,
                 accept_truncated=accept_truncated,
+                pi_release=pi_release,
             )
             summary_text = (
                 prompts.branch_preamble
@@ -903,6 +957,7 @@ def navigate(
             usage = generated.usage
             result.calls, result.chunks = generated.calls, generated.chunks
             result.truncated = generated.truncated
+            result.budget_rule = generated.budget_rule
 
     new_leaf: str | None
     if (

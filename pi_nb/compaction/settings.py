@@ -1,21 +1,24 @@
 """Compaction settings: enabled, reserve and keep-recent budgets, per-model overrides.
 
-Defaults and semantics follow Pi 1.3: compact when the context estimate exceeds
-``window − reserve_tokens``; keep roughly ``keep_recent_tokens`` of recent history verbatim.
-A per-model override (key ``"provider/model"``) replaces either budget for that model.
+Defaults and semantics follow Pi (1.3.0 and 1.6.0 agree here): compact when the context
+estimate exceeds ``window − reserve_tokens``; keep roughly ``keep_recent_tokens`` of recent
+history verbatim. A per-model override (key ``"provider/model"``) replaces either budget for
+that model. ``pi_release`` selects whose summary requests to follow (1.6.0 by default).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ..tokens import should_compact
 
 __all__ = [
     "DEFAULT_BRANCH_SUMMARY_RESERVE",
+    "PI_RELEASES",
     "CompactionSettings",
+    "PiRelease",
     "SettingsError",
     "resolve_window",
     "should_compact",
@@ -23,6 +26,13 @@ __all__ = [
 
 #: Tokens kept free when the budget for a branch summary's input is computed (Pi's default).
 DEFAULT_BRANCH_SUMMARY_RESERVE = 16384
+
+#: The Pi release whose summary requests pi_nb follows. "1.6" (Pi 1.6.0): every summary's
+#: output budget is the model's output limit fitted to the window, the turn-prefix summary
+#: gets the focus too, branch summaries apply context edits. "1.3" (Pi 1.3.0): budgets
+#: ⌊0.8·R⌋ / ⌊0.5·R⌋ / 4096, no focus for the turn prefix, raw branch messages.
+PiRelease = Literal["1.6", "1.3"]
+PI_RELEASES: tuple[str, ...] = get_args(PiRelease)
 
 _OVERRIDE_FIELDS = {"reserveTokens": "reserve_tokens", "keepRecentTokens": "keep_recent_tokens"}
 
@@ -45,12 +55,15 @@ class CompactionSettings:
 
     Attributes:
         enabled: automatic (threshold) compaction on or off.
-        reserve_tokens: R — room kept for the reply and the summary call; the summary's
-            output budget is derived from it (0.8·R history, 0.5·R turn prefix).
+        reserve_tokens: R — room kept for the reply and the summary call. Under
+            ``pi_release="1.3"`` the summary's output budget is derived from it (0.8·R
+            history, 0.5·R turn prefix); under "1.6" it is not (see ``pi_release``).
         keep_recent_tokens: how many recent tokens stay verbatim after the cut.
         model_overrides: ``{"provider/model": {"reserveTokens": n, "keepRecentTokens": n}}``.
         accept_truncated: keep a summary that hit its token cap instead of failing (Pi
             fails). Tiny local models rarely stop on their own; the result records it.
+        pi_release: ``"1.6"`` (default) or ``"1.3"`` — whose summary requests to follow
+            (:data:`PiRelease`); settings.json key ``piRelease``.
     """
 
     enabled: bool = True
@@ -58,8 +71,14 @@ class CompactionSettings:
     keep_recent_tokens: int = 20000
     model_overrides: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     accept_truncated: bool = False
+    pi_release: PiRelease = "1.6"
 
     def __post_init__(self) -> None:
+        if self.pi_release not in PI_RELEASES:
+            raise SettingsError(
+                f"Invalid compaction setting piRelease: {self.pi_release!r}. "
+                f"Expected one of {', '.join(PI_RELEASES)}."
+            )
         _check_tokens("reserveTokens", self.reserve_tokens)
         _check_tokens("keepRecentTokens", self.keep_recent_tokens)
         if not isinstance(self.model_overrides, Mapping):
@@ -87,6 +106,7 @@ class CompactionSettings:
             reserve_tokens=data.get("reserveTokens", 16384),
             keep_recent_tokens=data.get("keepRecentTokens", 20000),
             model_overrides=dict(data.get("modelOverrides") or {}),
+            pi_release=data.get("piRelease", "1.6"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +115,7 @@ class CompactionSettings:
             "enabled": self.enabled,
             "reserveTokens": self.reserve_tokens,
             "keepRecentTokens": self.keep_recent_tokens,
+            "piRelease": self.pi_release,
         }
         if self.model_overrides:
             out["modelOverrides"] = {k: dict(v) for k, v in self.model_overrides.items()}

@@ -3,7 +3,15 @@
 The conversation is serialized to plain text (``[User]: …``, ``[Assistant]: …``,
 ``[Assistant tool calls]: …``, ``[Tool result]: …``) so the summarizing model reads it as a
 document instead of continuing it. Tool results are cut to 2000 characters; thinking is
-left out (Pi 1.3).
+left out (Pi 1.3.0 and 1.6.0).
+
+The output budget of a call follows ``pi_release`` (:data:`~.settings.PiRelease`): Pi 1.6.0
+sends no ``maxTokens``, so the model's output limit applies, fitted to the window by pi-ai
+1.6.0's ``clampMaxTokensToContext`` (:func:`clamp_max_tokens_to_context`); Pi 1.3.0 asks for
+⌊0.8·R⌋ (history), ⌊0.5·R⌋ (turn prefix) or 4096 (branch), capped by the output limit.
+Pi 1.6.0's clamp keeps at least 4096 tokens free, which leaves a window of a few thousand
+tokens (``pinb/smollm2``'s 2048) a 1-token reply; there pi_nb uses the 1.3.0 budget, which
+keeps the summary inside the reserve R (recorded as ``SummaryResult.budget_rule``).
 
 When a request would not fit the summarizing model's context window (a 2048-token local
 model, say), the messages are split into chunks that fit and folded one after another
@@ -21,6 +29,7 @@ from typing import Any, Literal
 from ..entries import Message, empty_usage, js_len, js_stringify
 from ..messages import content_text, convert_to_llm
 from .prompts import DEFAULT_PROMPTS, PromptSet
+from .settings import PI_RELEASES, PiRelease
 
 __all__ = [
     "BRANCH_SUMMARY_MAX_TOKENS",
@@ -30,8 +39,10 @@ __all__ = [
     "SummaryKind",
     "SummaryResult",
     "build_summary_request",
+    "clamp_max_tokens_to_context",
     "combine_usage",
     "generate_summary",
+    "pi_request_tokens",
     "serialize_conversation",
     "serialize_parts",
     "summary_max_tokens",
@@ -52,6 +63,16 @@ MIN_OUTPUT_TOKENS = 64
 PREVIOUS_SUMMARY_TAG_TOKENS = 8
 #: Smallest conversation slice (tokens) a chunk may carry before giving up.
 MIN_CHUNK_TOKENS = 16
+
+# pi-ai 1.6.0 ``clampMaxTokensToContext`` (dist/api/simple-options.js) and its estimate.
+#: Tokens always kept free between the estimated input and the window.
+CONTEXT_SAFETY_TOKENS = 4096
+#: Share of the input kept free as well, while that still leaves 32768 tokens of output.
+CONTEXT_SAFETY_RATIO = 0.15
+MIN_OUTPUT_WITH_RATIO_MARGIN = 32768
+MIN_MAX_TOKENS = 1
+#: pi-ai's ``estimateTextTokens``: ceil(UTF-16 units / 3.5) per message.
+PI_CHARS_PER_TOKEN = 3.5
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
 #: ``completion(model, openai_messages, max_tokens=n) -> Pi assistant message``.
@@ -89,7 +110,9 @@ def truncate_for_summary(text: str, max_chars: int = TOOL_RESULT_MAX_CHARS) -> s
     if total <= max_chars:
         return text
     head = _js_prefix(text, max_chars)
-    return f"{head}\n\n[... {total - js_len(head)} more characters truncated]"
+    # Pi's count is ``text.length - maxChars`` even when the head keeps a pair's high
+    # surrogate out (one unit more cut than counted); follow it.
+    return f"{head}\n\n[... {total - max_chars} more characters truncated]"
 
 
 def serialize_parts(llm_messages: Sequence[Message]) -> list[str]:
@@ -160,17 +183,61 @@ def _request_tokens(request: Sequence[dict[str, Any]]) -> int:
     return math.ceil(chars / 4) + REQUEST_OVERHEAD_TOKENS
 
 
-def summary_max_tokens(kind: SummaryKind, reserve_tokens: int, output_limit: int | None) -> int:
-    """Output budget: ⌊0.8·R⌋ history, ⌊0.5·R⌋ turn prefix, 4096 branch; capped by the
-    model's output limit (when known and positive)."""
+def pi_request_tokens(request: Sequence[dict[str, Any]]) -> int:
+    """pi-ai's ``estimateContextTokens`` of a summary request (system + user text, no
+    usage): ⌈UTF-16 units / 3.5⌉ per message."""
+    return sum(
+        math.ceil(js_len(str(m.get("content") or "")) / PI_CHARS_PER_TOKEN) for m in request
+    )
+
+
+def clamp_max_tokens_to_context(window: int, input_tokens: int, max_tokens: float) -> int:
+    """pi-ai 1.6.0's ``clampMaxTokensToContext``: ``max_tokens`` fitted into ``window`` after
+    ``input_tokens``, keeping max(4096, ⌈0.15·input⌉) free — only 4096 when the 15 % would
+    leave under 32768 tokens of output, and then at most 32768; never below 1."""
+    if window <= 0:
+        return int(max(MIN_MAX_TOKENS, max_tokens))
+    margin = max(CONTEXT_SAFETY_TOKENS, math.ceil(input_tokens * CONTEXT_SAFETY_RATIO))
+    room = window - input_tokens - margin
+    if room < MIN_OUTPUT_WITH_RATIO_MARGIN:
+        room = min(MIN_OUTPUT_WITH_RATIO_MARGIN, window - input_tokens - CONTEXT_SAFETY_TOKENS)
+    return int(min(max_tokens, max(MIN_MAX_TOKENS, room)))
+
+
+def summary_max_tokens(
+    kind: SummaryKind,
+    reserve_tokens: int,
+    output_limit: int | None,
+    *,
+    pi_release: PiRelease = "1.6",
+    window: int | None = None,
+    input_tokens: int = 0,
+) -> int | None:
+    """The output budget Pi would give a summary call.
+
+    ``pi_release="1.3"``: ⌊0.8·R⌋ history, ⌊0.5·R⌋ turn prefix, 4096 branch; capped by the
+    model's output limit (when known and positive). ``"1.6"``: the output limit (any kind;
+    R plays no part) clamped to ``window`` after ``input_tokens`` by
+    :func:`clamp_max_tokens_to_context`; None when neither limit is known (no cap sent, the
+    provider's default applies, as when Pi 1.6.0 sends no ``maxTokens``).
+    """
+    if pi_release not in PI_RELEASES:
+        raise ValueError(f"unknown pi_release {pi_release!r}; expected one of {PI_RELEASES}")
+    limit = output_limit if output_limit is not None and output_limit > 0 else None
+    if pi_release == "1.6":
+        if window is None:
+            return limit
+        return clamp_max_tokens_to_context(
+            window, input_tokens, math.inf if limit is None else limit
+        )
     if kind == "history":
         budget = math.floor(0.8 * reserve_tokens)
     elif kind == "turn_prefix":
         budget = math.floor(0.5 * reserve_tokens)
     else:
         budget = BRANCH_SUMMARY_MAX_TOKENS
-    if output_limit is not None and output_limit > 0:
-        budget = min(budget, output_limit)
+    if limit is not None:
+        budget = min(budget, limit)
     return max(budget, 1)
 
 
@@ -224,18 +291,23 @@ class SummaryResult:
         chunks: number of conversation chunks (1 when everything fit in one request).
         steps: per call ``{"promptTokens", "maxTokens", "parts"}`` (estimated prompt size,
             output budget, serialized parts in the chunk).
+        truncated: calls whose reply hit the cap and was kept (``accept_truncated``).
+        budget_rule: how the output budget was chosen: ``"pi-1.6"``, ``"pi-1.3"``, or
+            ``"pi-1.3 (window too small for pi-1.6)"`` when Pi 1.6.0's clamp would leave
+            under :data:`MIN_OUTPUT_TOKENS` tokens.
     """
 
     text: str
     usage: dict[str, Any] = field(default_factory=empty_usage)
     calls: int = 0
     chunks: int = 0
-    steps: list[dict[str, int]] = field(default_factory=list)
-    truncated: int = 0  # calls whose reply hit the cap and was kept (accept_truncated)
+    steps: list[dict[str, int | None]] = field(default_factory=list)
+    truncated: int = 0
+    budget_rule: str = ""
 
 
 def _check_reply(
-    reply: Message, label: str, max_tokens: int, accept_truncated: bool = False
+    reply: Message, label: str, max_tokens: int | None, accept_truncated: bool = False
 ) -> str:
     stop = reply.get("stopReason")
     if stop == "error":
@@ -243,8 +315,9 @@ def _check_reply(
     if stop == "aborted":
         raise SummarizationError(f"{label} was aborted")
     if stop == "length" and not accept_truncated:
+        cap = "the provider's token cap" if max_tokens is None else f"its {max_tokens}-token cap"
         raise SummarizationError(
-            f"{label} failed: the reply hit its {max_tokens}-token cap, so the summary is incomplete"
+            f"{label} failed: the reply hit {cap}, so the summary is incomplete"
         )
     content = reply.get("content")
     blocks = content if isinstance(content, list) else []
@@ -292,16 +365,19 @@ def generate_summary(
     replace_instructions: bool = False,
     completion: Completion | None = None,
     accept_truncated: bool = False,
+    pi_release: PiRelease = "1.6",
 ) -> SummaryResult:
     """Summarize AgentMessages with ``model``.
 
     Args:
         messages: the messages to summarize (Pi's AgentMessages; converted here).
         model: the litellm model name of the summarizer.
-        reserve_tokens: R; the output budget is ⌊0.8·R⌋ (history) or ⌊0.5·R⌋ (turn prefix).
+        reserve_tokens: R; under ``pi_release="1.3"`` the output budget is ⌊0.8·R⌋
+            (history) or ⌊0.5·R⌋ (turn prefix) (see :func:`summary_max_tokens`).
         prompts: prompt texts (default :data:`DEFAULT_PROMPTS`).
         previous_summary: a summary to update (history only): the update prompt is used.
-        focus: extra instructions, appended as "Additional focus: …" (history and branch).
+        focus: extra instructions, appended as "Additional focus: …" (history and branch;
+            the turn prefix too under ``pi_release="1.6"``).
         kind: ``"history"``, ``"turn_prefix"`` or ``"branch"``.
         window: the summarizer's context window (default: litellm's table; no window
             fitting when unknown).
@@ -311,6 +387,8 @@ def generate_summary(
             message (default: :func:`pi_nb.llm.complete` without streaming).
         accept_truncated: keep replies that hit the token cap (counted in ``truncated``)
             instead of raising.
+        pi_release: ``"1.6"`` or ``"1.3"``: the budget rule and whether the turn prefix
+            gets ``focus`` (:data:`~.settings.PiRelease`).
 
     Raises:
         SummarizationError: a call ended in error / length / abort, tried to call a tool,
@@ -326,16 +404,17 @@ def generate_summary(
         found_window, found_output = _model_limits(model)
         window = found_window if window is None else window
         output_limit = found_output if output_limit is None else output_limit
-    max_tokens = summary_max_tokens(kind, reserve_tokens, output_limit)
+    if pi_release not in PI_RELEASES:
+        raise ValueError(f"unknown pi_release {pi_release!r}; expected one of {PI_RELEASES}")
     if kind != "history":
         previous_summary = None
-    if kind == "turn_prefix":
-        focus = None
+    if kind == "turn_prefix" and pi_release == "1.3":
+        focus = None  # Pi 1.3.0 gives the turn prefix no custom instructions
 
     def instructions(first: bool, running: str | None) -> tuple[str, str | None]:
         """(instructions, focus) for one call."""
         if first and kind == "turn_prefix":
-            return prompts.turn_prefix, None
+            return prompts.turn_prefix, focus
         if first and kind == "branch":
             if replace_instructions and focus:
                 return focus, None
@@ -343,9 +422,31 @@ def generate_summary(
         return (prompts.update if running else prompts.initial), focus
 
     parts = serialize_parts(convert_to_llm(messages))
-    result = SummaryResult(text="")
+    result = SummaryResult(text="", budget_rule=f"pi-{pi_release}")
+    # The budget of the request Pi would send: everything in one call.
+    whole_text, whole_focus = instructions(True, previous_summary)
+    whole_request = build_summary_request(
+        "\n\n".join(parts),
+        whole_text,
+        prompts=prompts,
+        previous_summary=previous_summary,
+        focus=whole_focus,
+    )
+    max_tokens = summary_max_tokens(
+        kind,
+        reserve_tokens,
+        output_limit,
+        pi_release=pi_release,
+        window=window,
+        input_tokens=pi_request_tokens(whole_request),
+    )
+    if window is not None and (max_tokens is None or max_tokens < MIN_OUTPUT_TOKENS):
+        # Pi 1.6.0's 4096-token safety margin does not fit a small window (a 1-token reply
+        # on pinb/smollm2): keep the summary inside the reserve, as Pi 1.3.0 did.
+        max_tokens = summary_max_tokens(kind, reserve_tokens, output_limit, pi_release="1.3")
+        result.budget_rule = "pi-1.3 (window too small for pi-1.6)"
 
-    def call(chunk: list[str], running: str | None, first: bool, budget: int) -> str:
+    def call(chunk: list[str], running: str | None, first: bool, budget: int | None) -> str:
         text, extra = instructions(first, running)
         request = build_summary_request(
             "\n\n".join(chunk), text, prompts=prompts, previous_summary=running, focus=extra
@@ -371,9 +472,10 @@ def generate_summary(
     usable = None if window is None else window - max(8, math.ceil(window * WINDOW_MARGIN))
     conversation_tokens = math.ceil(js_len("\n\n".join(parts)) / 4)
     whole = fixed_tokens(True, previous_summary) + conversation_tokens
-    if usable is None or whole + max_tokens <= usable:
+    if usable is None or max_tokens is None or whole + max_tokens <= usable:
         result.text = call(parts, previous_summary, True, max_tokens)
         return result
+    assert max_tokens is not None
     # The output budget of a window-fitted call: a third of what the longest instructions
     # leave free (the rest holds the running summary and a conversation chunk).
     instructions_tokens = max(

@@ -392,6 +392,7 @@ def default_compaction(
         "completion": completion,
         # The same allowance as the built-in compaction (tiny local models hit the cap).
         "accept_truncated": preparation.settings.accept_truncated,
+        "pi_release": preparation.settings.pi_release,  # budget rule, turn-prefix focus
     }
     results = []
     history: str | None = None
@@ -411,7 +412,7 @@ def default_compaction(
             previous = preparation.previous_summary
             history = previous if previous is not None else NO_PRIOR_HISTORY
         prefix = generate_summary(
-            preparation.turn_prefix_messages, model, kind="turn_prefix", **common
+            preparation.turn_prefix_messages, model, kind="turn_prefix", focus=focus, **common
         )
         results.append(prefix)
         summary = history + _TURN_CONTEXT_RULE + prefix.text

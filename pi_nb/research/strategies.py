@@ -389,6 +389,7 @@ class PiSummary:
             focus=self.focus,
             window=window,
             completion=completion,
+            pi_release=settings.pi_release,
         )
         details: dict[str, Any] = ops.details()
         summary = generated.text + format_file_operations(

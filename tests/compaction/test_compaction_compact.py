@@ -107,7 +107,19 @@ def test_nothing_to_compact_and_already_compacted(tree, fake):
         preview_compaction(tree, "m", settings=KEEP, completion=fake)
 
 
-def test_split_turn_summarizes_history_and_turn_prefix_separately(tree, fake):
+@pytest.mark.parametrize(
+    ("release", "budgets", "prefix_focus"),
+    [
+        # Pi 1.6.0: no reserve-derived cap; the model's output limit (gpt-4o: 16384) fitted
+        # to the window, for the turn prefix too, which also gets the focus.
+        ("1.6", (16384, 16384), True),
+        # Pi 1.3.0: ⌊0.8·R⌋ and ⌊0.5·R⌋ (R = 2000); the turn prefix gets no focus.
+        ("1.3", (1600, 1000), False),
+    ],
+)
+def test_split_turn_summarizes_history_and_turn_prefix_separately(
+    tree, fake, release, budgets, prefix_focus
+):
     long_session(tree, 2, chars=200)
     add_turn(
         tree,
@@ -115,14 +127,20 @@ def test_split_turn_summarizes_history_and_turn_prefix_separately(tree, fake):
         steps=[("read", {"path": f"big{i}.py"}, f"FACT-r{i} " + "B" * 3000) for i in range(4)],
         reply="refactor finished",
     )
-    settings = CompactionSettings(keep_recent_tokens=1000, reserve_tokens=2000)
-    result = compact(tree, "m", settings=settings, window=WINDOW, completion=fake)
+    settings = CompactionSettings(keep_recent_tokens=1000, reserve_tokens=2000, pi_release=release)
+    result = compact(
+        tree, "gpt-4o", settings=settings, window=WINDOW, completion=fake, focus="KEEP-PATHS"
+    )
     prep = result.preparation
     assert prep.is_split_turn and prep.messages_to_summarize and prep.turn_prefix_messages
     assert fake.calls == 2 == result.calls
     history, prefix = fake.requests
     assert "## Original Request" not in fake.prompt(0) and "## Original Request" in fake.prompt(1)
-    assert history["max_tokens"] == 1600 and prefix["max_tokens"] == 1000
+    assert (history["max_tokens"], prefix["max_tokens"]) == budgets
+    assert result.budget_rule == f"pi-{release}" == result.to_dict()["budgetRule"]
+    assert fake.prompt(0).endswith("\n\nAdditional focus: KEEP-PATHS")
+    assert fake.prompt(1).endswith("\n\nAdditional focus: KEEP-PATHS") == prefix_focus
+    assert ("KEEP-PATHS" in fake.prompt(1)) == prefix_focus
     assert "FACT-request" in fake.prompt(1) and "FACT-request" not in fake.prompt(0)
     head, rule, tail = result.summary.partition("\n\n---\n\n**Turn Context (split turn):**\n\n")
     assert rule and "summary 1 (history)" in head and tail.startswith("## Goal\nsummary 2 (prefix)")
@@ -329,3 +347,25 @@ def test_summary_failure_writes_nothing_and_reports(tree, session_path):
     failed = seen[0][1]
     assert failed["error_message"].startswith("Context overflow recovery failed: ")
     assert failed["will_retry"] is False and failed["aborted"] is False
+
+
+def test_smollm2_window_compacts_under_pi_1_6_with_the_reserve_budget(tmp_path):
+    """pinb/smollm2 (window 2048, output limit 2048): Pi 1.6.0's clamp keeps 4096 tokens
+    free and would allow a 1-token summary. pi_nb keeps the reserve budget there (Session
+    scales R to 2048 // 4 = 512, so ⌊0.8·R⌋ = 409), fits it to the window, and says so."""
+    from pi_nb.agent import Session
+
+    fake = FakeModel()
+    session = Session.new(
+        tmp_path / "s.jsonl", model="pinb/smollm2", complete=fake, no_tools=True
+    )
+    assert session.settings.pi_release == "1.6" and session.reserve == 512
+    for i in range(6):
+        add_turn(session.tree, f"FACT-q{i} " + "w" * 300, reply=f"FACT-r{i} " + "v" * 300)
+    result = session.compact()
+    assert result.budget_rule == "pi-1.3 (window too small for pi-1.6)"
+    assert fake.calls == result.calls >= 1
+    for request in fake.requests:
+        assert 64 <= request["max_tokens"] <= 409
+    assert result.projection.messages[0]["role"] == "compactionSummary"
+    assert result.tokens_after < session.threshold

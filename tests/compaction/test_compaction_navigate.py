@@ -72,17 +72,26 @@ def test_navigating_to_the_current_leaf_is_a_no_op(tree, fake):
     assert fake.calls == 0
 
 
-def test_navigate_with_summary(tree, session_path, fake):
+@pytest.mark.parametrize(
+    ("release", "budget"),
+    [
+        # Pi 1.6.0: the model's output limit (gpt-4o: 16384), fitted to the 50000 window.
+        ("1.6", 16384),
+        ("1.3", 4096),  # Pi 1.3.0: 4096 (capped by the output limit)
+    ],
+)
+def test_navigate_with_summary(tree, session_path, fake, release, budget):
     root, _branch_a = _two_branches(tree)
     abandoned = tree.leaf_id
     result = navigate(
         tree,
         root[-1]["id"],
         summarize=True,
-        model="m",
+        model="gpt-4o",
         window=50000,
         focus="what failed",
         completion=fake,
+        pi_release=release,
     )
     entry = result.summary_entry
     assert entry == _last_line(session_path) and entry["type"] == "branch_summary"
@@ -99,7 +108,7 @@ def test_navigate_with_summary(tree, session_path, fake):
     prompt = fake.prompt(0)
     assert DEFAULT_PROMPTS.branch in prompt and prompt.endswith("Additional focus: what failed")
     assert "[Tool result]" not in prompt  # tool results are skipped for branch summaries
-    assert fake.requests[0]["max_tokens"] == 4096
+    assert fake.requests[0]["max_tokens"] == budget and result.budget_rule == f"pi-{release}"
     messages = tree.projection().messages
     assert [m["role"] for m in messages] == ["user", "assistant", "branchSummary"]
 
@@ -238,3 +247,42 @@ def test_prepare_branch_entries_budget_and_file_ops():
     tight = prepare_branch_entries(entries, 110)  # the user message does not fit: stop there
     assert [m["role"] for m in tight.messages] == ["assistant", "assistant"]
     assert tight.total_tokens == 16
+
+
+@pytest.mark.parametrize("release", ["1.6", "1.3"])
+def test_branch_summary_reads_context_edits_under_pi_1_6(tree, fake, release):
+    """Pi 1.6.0's prepareBranchEntries applies the latest context_edit per target among
+    the summarized entries (a null replacement drops the entry); Pi 1.3.0 read the raw
+    messages."""
+    root, branch_a = _two_branches(tree)
+    question, reply = branch_a[0], branch_a[-1]
+    tree.append_custom_message("note", "FACT-custom-original", display=True)
+    custom = tree.leaf
+    tree.append_context_edit(question["id"], {"content": "FACT-first-edit"})
+    tree.append_context_edit(question["id"], {"content": "FACT-latest-edit"})
+    tree.append_context_edit(reply["id"], None)
+    tree.append_context_edit(custom["id"], {"content": "FACT-custom-edited"})
+    navigate(
+        tree,
+        root[-1]["id"],
+        summarize=True,
+        model="m",
+        window=50000,
+        completion=fake,
+        pi_release=release,
+    )
+    prompt = fake.prompt(0)
+    if release == "1.6":
+        assert "FACT-latest-edit" in prompt and "FACT-custom-edited" in prompt
+        for gone in ("FACT-first-edit", "FACT-a try", "FACT-a2", "FACT-custom-original"):
+            assert gone not in prompt
+    else:
+        assert "FACT-a try" in prompt and "FACT-a2" in prompt and "FACT-custom-original" in prompt
+        assert "FACT-latest-edit" not in prompt and "FACT-custom-edited" not in prompt
+    prepared = prepare_branch_entries(
+        collect_branch_entries(tree, tree.get(tree.leaf["fromId"])["id"], root[-1]["id"])[0],
+        pi_release=release,
+    )
+    roles = [m["role"] for m in prepared.messages]
+    # the omitted assistant reply is not read at all under 1.6
+    assert roles.count("assistant") == (2 if release == "1.6" else 3)

@@ -19,7 +19,23 @@ from pi_nb.compaction import (
 def test_defaults():
     s = CompactionSettings()
     assert (s.enabled, s.reserve_tokens, s.keep_recent_tokens) == (True, 16384, 20000)
-    assert s.to_dict() == {"enabled": True, "reserveTokens": 16384, "keepRecentTokens": 20000}
+    assert s.pi_release == "1.6"
+    assert s.to_dict() == {
+        "enabled": True,
+        "reserveTokens": 16384,
+        "keepRecentTokens": 20000,
+        "piRelease": "1.6",
+    }
+
+
+def test_pi_release_from_dict_and_validated():
+    assert CompactionSettings.from_dict({}).pi_release == "1.6"
+    old = CompactionSettings.from_dict({"piRelease": "1.3"})
+    assert old.pi_release == "1.3" and CompactionSettings.from_dict(old.to_dict()) == old
+    assert old.for_model("gpt-4o").pi_release == "1.3"
+    for bad in ("1.6.0", "1.4", 1.6, None):
+        with pytest.raises(SettingsError, match="piRelease"):
+            CompactionSettings(pi_release=bad)  # type: ignore[arg-type]
 
 
 def test_model_overrides():

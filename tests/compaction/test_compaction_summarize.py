@@ -16,7 +16,9 @@ from pi_nb.compaction import (
 )
 from pi_nb.compaction.summarize import (
     build_summary_request,
+    clamp_max_tokens_to_context,
     combine_usage,
+    pi_request_tokens,
     summary_max_tokens,
 )
 
@@ -140,13 +142,69 @@ def test_prompt_texts_fit_the_scripted_model_conventions():
     assert "## Critical Context" in DEFAULT_PROMPTS.initial
 
 
-def test_max_tokens():
-    assert summary_max_tokens("history", 16384, None) == 13107
-    assert summary_max_tokens("turn_prefix", 16384, None) == 8192
-    assert summary_max_tokens("branch", 16384, None) == 4096
-    assert summary_max_tokens("history", 16384, 4000) == 4000
-    assert summary_max_tokens("branch", 16384, 2048) == 2048
-    assert summary_max_tokens("history", 16384, 0) == 13107
+def test_max_tokens_pi_1_3():
+    def rule(kind, reserve, limit):
+        return summary_max_tokens(kind, reserve, limit, pi_release="1.3", window=200000)
+
+    assert rule("history", 16384, None) == 13107
+    assert rule("turn_prefix", 16384, None) == 8192
+    assert rule("branch", 16384, None) == 4096
+    assert rule("history", 16384, 4000) == 4000
+    assert rule("branch", 16384, 2048) == 2048
+    assert rule("history", 16384, 0) == 13107
+
+
+@pytest.mark.parametrize("kind", ["history", "turn_prefix", "branch"])
+def test_max_tokens_pi_1_6_is_the_output_limit_clamped_to_the_window(kind):
+    def rule(reserve, limit, window, tokens):
+        return summary_max_tokens(kind, reserve, limit, window=window, input_tokens=tokens)
+
+    # The output limit for every kind; R plays no part.
+    assert rule(16384, 64000, 200000, 5000) == rule(100, 64000, 200000, 5000) == 64000
+    # 15 % margin while it leaves >= 32768: 200000 - 150000 - 22500 = 27500 < 32768, so only
+    # the fixed 4096 margin, capped at 32768.
+    assert rule(16384, 64000, 200000, 150000) == 32768
+    assert rule(16384, 64000, 200000, 170000) == 200000 - 170000 - 4096
+    assert rule(16384, 64000, 200000, 100000) == 64000  # 200000 - 100000 - 15000 = 85000
+    assert rule(16384, 100000, 200000, 100000) == 85000
+    assert rule(16384, 64000, 8192, 3000) == 8192 - 3000 - 4096
+    assert rule(16384, 64000, 2048, 100) == 1  # never below MIN_MAX_TOKENS
+    assert rule(16384, None, 100000, 0) == 100000 - 4096  # unknown output limit: the room
+    assert rule(16384, 5000, None, 0) == 5000  # unknown window: the output limit
+    assert rule(16384, None, None, 0) is None  # neither: no cap, the provider's default
+
+
+def test_pi_input_estimate_and_clamp_match_pi_ai():
+    # pi-ai: ceil(chars / 3.5) per message; 1.6.0 clamp (window <= 0: max(1, maxTokens)).
+    assert pi_request_tokens([{"content": "x" * 7}, {"content": "y" * 8}]) == 2 + 3
+    assert clamp_max_tokens_to_context(0, 10, 500) == 500
+    assert clamp_max_tokens_to_context(-1, 10, 0) == 1
+
+
+def test_small_window_keeps_the_reserve_budget_under_pi_1_6(fake):
+    """pinb/smollm2's 2048 window: Pi 1.6.0's 4096-token margin would leave a 1-token reply,
+    so pi_nb uses the reserve-derived budget there (and says so in budget_rule)."""
+    messages = _many_facts(1, filler=100)
+    result = generate_summary(
+        messages, "m", reserve_tokens=512, window=2048, output_limit=2048, completion=fake
+    )
+    assert result.budget_rule == "pi-1.3 (window too small for pi-1.6)"
+    assert fake.requests[0]["max_tokens"] == 409  # ⌊0.8·512⌋, as with pi_release="1.3"
+    old = generate_summary(
+        messages,
+        "m",
+        reserve_tokens=512,
+        window=2048,
+        output_limit=2048,
+        completion=fake,
+        pi_release="1.3",
+    )
+    assert old.budget_rule == "pi-1.3" and fake.requests[1]["max_tokens"] == 409
+    # a window with room for Pi 1.6.0's margin keeps its rule
+    roomy = generate_summary(
+        messages, "m", reserve_tokens=512, window=9000, output_limit=2048, completion=fake
+    )
+    assert roomy.budget_rule == "pi-1.6" and fake.requests[2]["max_tokens"] == 2048
 
 
 def test_generate_summary_uses_the_budget_and_initial_prompt(fake):
@@ -182,21 +240,32 @@ def test_update_prompt_with_previous_summary_and_focus(fake):
     assert prompt.endswith("Additional focus: keep the API key")
 
 
-def test_turn_prefix_call(fake):
-    generate_summary(
+@pytest.mark.parametrize(
+    ("release", "budget", "focused"),
+    [
+        ("1.6", 3000, True),  # Pi 1.6.0: the output limit; the focus reaches the turn prefix
+        ("1.3", 500, False),  # Pi 1.3.0: ⌊0.5·R⌋; no focus for the turn prefix
+    ],
+)
+def test_turn_prefix_call(fake, release, budget, focused):
+    result = generate_summary(
         [user("start")],
         "m",
         reserve_tokens=1000,
         kind="turn_prefix",
-        focus="ignored",
-        previous_summary="ignored too",
+        focus="KEEP-PATHS",
+        previous_summary="ignored",
         window=100000,
-        output_limit=0,
+        output_limit=3000,
         completion=fake,
+        pi_release=release,
     )
     prompt = fake.prompt(0)
-    assert DEFAULT_PROMPTS.turn_prefix in prompt and "ignored" not in prompt
-    assert fake.requests[0]["max_tokens"] == 500
+    assert DEFAULT_PROMPTS.turn_prefix in prompt
+    assert "ignored" not in prompt  # the previous summary is for history summaries only
+    assert prompt.endswith("\n\nAdditional focus: KEEP-PATHS") == focused
+    assert ("KEEP-PATHS" in prompt) == focused
+    assert fake.requests[0]["max_tokens"] == budget and result.budget_rule == f"pi-{release}"
 
 
 def test_custom_prompts_are_used_per_call(fake):

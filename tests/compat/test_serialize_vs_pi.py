@@ -44,11 +44,7 @@ CUT_CASES = {
 }
 # pi_nb bugs against a release, still open: (case, version) -> what is wrong. The test is an
 # xfail while pi_nb still differs and FAILS once it matches (then drop the entry).
-OPEN_BUGS = {
-    ("pair-straddles-cut", "1.6.0"): "pi_nb reports 6 more characters truncated, Pi 1.6.0 5 "
-    "(Pi counts text.length - 2000 even when sliceHead keeps the high surrogate out)",
-    ("pairs-straddle-cut", "1.6.0"): "same off-by-one count as pair-straddles-cut",
-}
+OPEN_BUGS: dict[tuple[str, str], str] = {}
 # Where pi_nb knowingly differs from a release (case, version) -> why.
 DIFFERS = {
     ("pair-straddles-cut", "1.3.0"): "Pi 1.3.0 leaves a lone surrogate; pi_nb follows 1.6.0",

@@ -300,3 +300,48 @@ def test_enable_pins_on_a_session_uses_its_model(tmp_path):
     assert disable_pins(session) is True
     assert disable_pins(session) is False
     assert not policy.installed
+
+
+@pytest.mark.parametrize("release", ["1.6", "1.3"])
+def test_default_compaction_asks_what_the_built_in_compaction_asks(mem_tree, release):
+    """``default_compaction`` (what a policy wraps) makes the built-in compaction's calls:
+    the same budgets under either ``pi_release`` and, under "1.6", the focus for the turn
+    prefix too."""
+    from pinb_testkit import assistant, tool_call, tool_result
+
+    from pi_nb.compaction import prepare_compaction, preview_compaction
+    from pi_nb.policies.pins import default_compaction
+
+    filler_turns(mem_tree, 0, 2)
+    mem_tree.append_message(user("One long turn: read every file."))
+    for i in range(4):
+        call = f"call_big_{i}"
+        mem_tree.append_message(assistant("", tokens=0, calls=[tool_call(call, "read", path=f"b{i}.py")]))
+        mem_tree.append_message(tool_result(call, "B" * 3000, "read"))
+    mem_tree.append_message(assistant("Read them all.", tokens=0))
+    settings = CompactionSettings(reserve_tokens=2000, keep_recent_tokens=1000, pi_release=release)
+    preparation = prepare_compaction(mem_tree.get_branch(), settings)
+    assert preparation is not None and preparation.is_split_turn
+
+    def capture(into: list):
+        def complete(model, messages, **kwargs):
+            into.append((kwargs.get("max_tokens"), messages[-1]["content"]))
+            return reply("## Goal\nsummary")
+
+        return complete
+
+    policy_calls: list = []
+    built_in_calls: list = []
+    event = {
+        "preparation": preparation,
+        "custom_instructions": "KEEP-PATHS",
+        "branch_entries": mem_tree.get_branch(),
+    }
+    default_compaction(event, model=MODEL, window=32768, completion=capture(policy_calls))
+    preview_compaction(
+        mem_tree, MODEL, settings=settings, focus="KEEP-PATHS", window=32768,
+        completion=capture(built_in_calls),
+    )  # fmt: skip
+    assert policy_calls == built_in_calls and len(policy_calls) == 2
+    prefix_prompt = policy_calls[1][1]
+    assert prefix_prompt.endswith("Additional focus: KEEP-PATHS") == (release == "1.6")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -262,3 +263,36 @@ def test_fixed_history_is_fixed() -> None:
     build_history(b)
     assert [e["message"] for e in a.entries] == [e["message"] for e in b.entries]
     assert context_size(a, a.leaf_id) == context_size(b, b.leaf_id) > 1500
+
+
+@pytest.mark.parametrize("release", ["1.6", "1.3"])
+def test_from_scratch_follows_the_pi_release_setting(history, release) -> None:
+    """The from-scratch summary (its own generate_summary call) uses the budget rule of
+    ``settings.pi_release``, like the incremental one (the built-in compaction)."""
+    tree, _ = history
+    settings = dataclasses.replace(SETTINGS, pi_release=release)
+    budgets: dict[str, list[Any]] = {"pi": [], "pi-scratch": []}
+
+    def recording(into: list[Any]):
+        def completion(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
+            into.append(kwargs.get("max_tokens"))
+            from pi_nb.llm import complete
+
+            return complete(model, messages, stream=False, **kwargs)
+
+        return completion
+
+    fork = tree.leaf_id
+    PiSummary().compact(
+        tree, model=MODEL, settings=settings, completion=recording(budgets["pi"]), fork_id=fork
+    )
+    PiSummary(incremental=False).compact(
+        tree,
+        model=MODEL,
+        settings=settings,
+        completion=recording(budgets["pi-scratch"]),
+        fork_id=fork,
+    )
+    # the history summary's budget (the incremental run also summarizes a split turn's prefix)
+    assert budgets["pi"] and budgets["pi"][0] == budgets["pi-scratch"][0]
+    assert (budgets["pi"][0] == 3200) == (release == "1.3")  # ⌊0.8·4000⌋ under 1.3 only

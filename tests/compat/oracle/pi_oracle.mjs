@@ -15,6 +15,13 @@
 //                     serializeConversation(convertToLlm(list)): the text a summary call reads)
 //   batch            (stdin: JSON list of {"cmd":"context"|"cut", "file", "leaf"?, "keep"?, "reserve"?};
 //                     stdout: list of results, an {"error": msg} object for a failed request)
+//                     also {"cmd":"branchPrep", "file", "leaf"?, "last"?, "budget"?}: Pi's
+//                     prepareBranchEntries of the last `last` entries of the branch, and
+//                     {"cmd":"summaryRequests", "file", "leaf"?, "keep"?, "reserve"?, "focus"?,
+//                     "thinking"?, "model": {contextWindow, maxTokens, reasoning}, "branchLast"?}:
+//                     what Pi's own compact() and generateBranchSummary() send (captured by a
+//                     streamFn: options, prompt, and the maxTokens pi-ai's clampMaxTokensToContext
+//                     makes of them); no model is called.
 
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire, syncBuiltinESMExports } from "node:module";
@@ -44,7 +51,23 @@ async function loadPi() {
     const comp = await import(new URL("compaction/compaction.js", CORE));
     const utils = await import(new URL("compaction/utils.js", CORE));
     const messages = await import(new URL("messages.js", CORE));
-    pi = { ...sm, ...comp, ...utils, convertToLlm: messages.convertToLlm };
+    const branch = await import(new URL("compaction/branch-summarization.js", CORE));
+    const simple = await import(
+        pathToFileURL(join(ORACLE_DIR, "node_modules", "@earendil-works", "pi-ai", "dist", "api", "simple-options.js")).href
+    );
+    const estimate = await import(
+        pathToFileURL(join(ORACLE_DIR, "node_modules", "@earendil-works", "pi-ai", "dist", "utils", "estimate.js")).href
+    );
+    pi = {
+        ...sm,
+        ...comp,
+        ...utils,
+        convertToLlm: messages.convertToLlm,
+        prepareBranchEntries: branch.prepareBranchEntries,
+        generateBranchSummary: branch.generateBranchSummary,
+        clampMaxTokensToContext: simple.clampMaxTokensToContext,
+        estimateContextTokens: estimate.estimateContextTokens,
+    };
     return pi;
 }
 
@@ -145,6 +168,58 @@ function cutOf(P, file, leaf, keep, reserve) {
             modifiedFiles,
         };
     });
+}
+
+// ---------------------------------------------------------------------------------------------
+// summary requests (no model is called: a capturing streamFn answers every call)
+
+function branchPrepOf(P, file, leaf, last, budget) {
+    return withOpenedCopy(P, file, leaf, (sm) => {
+        const branch = sm.getBranch();
+        const entries = last ? branch.slice(-last) : branch;
+        const prep = P.prepareBranchEntries(entries, budget ?? 0);
+        const { readFiles, modifiedFiles } = P.computeFileLists(prep.fileOps);
+        return { ids: entries.map((e) => e.id), messages: prep.messages, totalTokens: prep.totalTokens, readFiles, modifiedFiles };
+    });
+}
+
+async function summaryRequestsOf(P, r) {
+    const calls = [];
+    let phase = "compaction";
+    const model = { id: "m", provider: "x", api: "x", ...r.model };
+    const streamFn = async (m, context, options) => {
+        const last = context.messages.at(-1);
+        const prompt = last.content.map((b) => b.text ?? "").join("");
+        const system = context.messages[0]?.role === "system" ? context.messages[0] : null;
+        const kind = phase === "branch" ? "branch" : prompt.startsWith("# Conversation") ? "turn_prefix" : "history";
+        calls.push({
+            kind,
+            maxTokens: options.maxTokens ?? null,
+            reasoning: options.reasoning ?? null,
+            prompt,
+            // the system prompt: a leading system message (1.6.0) or context.systemPrompt (1.3.0)
+            system: system ? system.content : (context.systemPrompt ?? null),
+            inputTokens: P.estimateContextTokens(context).tokens,
+            effectiveMaxTokens: P.clampMaxTokensToContext(m, context, options.maxTokens ?? m.maxTokens),
+        });
+        const reply = { role: "assistant", content: [{ type: "text", text: "S" }], api: "x", provider: "x", model: "m", usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 2, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } }, stopReason: "stop", timestamp: 1 };
+        return { result: async () => reply };
+    };
+    const copyOf = (fn) => withOpenedCopy(P, r.file, r.leaf ?? undefined, fn);
+    const prep = copyOf((sm) => P.prepareCompaction(sm.getBranch(), { enabled: true, reserveTokens: r.reserve ?? 16384, keepRecentTokens: r.keep ?? 20000 }));
+    let compaction = null;
+    if (prep) {
+        compaction = { isSplitTurn: prep.isSplitTurn, firstKeptEntryId: prep.firstKeptEntryId };
+        await P.compact(prep, model, "k", {}, r.focus ?? undefined, undefined, r.thinking ?? undefined, streamFn);
+    }
+    let branchIds = null;
+    if (r.branchLast) {
+        phase = "branch";
+        const entries = copyOf((sm) => sm.getBranch().slice(-r.branchLast));
+        branchIds = entries.map((e) => e.id);
+        await P.generateBranchSummary(entries, { model, apiKey: "k", headers: {}, signal: new AbortController().signal, customInstructions: r.focus ?? undefined, thinkingLevel: r.thinking ?? undefined, reserveTokens: r.reserve ?? 16384, streamFn });
+    }
+    return { compaction, branchIds, calls };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -823,15 +898,18 @@ async function main() {
     } else if (cmd === "batch") {
         const P = await loadPi();
         const reqs = JSON.parse(readFileSync(0, "utf8"));
-        out = reqs.map((r) => {
+        out = [];
+        for (const r of reqs) {
             try {
-                if (r.cmd === "context") return contextOf(P, r.file, r.leaf ?? undefined);
-                if (r.cmd === "cut") return cutOf(P, r.file, r.leaf ?? undefined, intOpt(r.keep, 20000), intOpt(r.reserve, 16384));
-                throw new Error(`unknown batch cmd ${r.cmd}`);
+                if (r.cmd === "context") out.push(contextOf(P, r.file, r.leaf ?? undefined));
+                else if (r.cmd === "cut") out.push(cutOf(P, r.file, r.leaf ?? undefined, intOpt(r.keep, 20000), intOpt(r.reserve, 16384)));
+                else if (r.cmd === "branchPrep") out.push(branchPrepOf(P, r.file, r.leaf ?? undefined, intOpt(r.last, 0), intOpt(r.budget, 0)));
+                else if (r.cmd === "summaryRequests") out.push(await summaryRequestsOf(P, r));
+                else throw new Error(`unknown batch cmd ${r.cmd}`);
             } catch (e) {
-                return { error: String(e?.message ?? e) };
+                out.push({ error: String(e?.message ?? e) });
             }
-        });
+        }
     } else {
         throw new Error("usage: pi_oracle.mjs context|cut|gen|serialize|batch ...");
     }
