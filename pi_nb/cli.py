@@ -108,6 +108,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         reserve=args.reserve,
         keep=args.keep,
         no_tools=args.no_tools,
+        api_base=args.api_base,
     )
 
 
@@ -115,7 +116,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Compact the session now (or --preview: show the cut and summary, change nothing)."""
     from .agent.cli import compact_cli
 
-    return compact_cli(args.file, preview=args.preview, model=args.model, focus=args.focus)
+    return compact_cli(
+        args.file, preview=args.preview, model=args.model, focus=args.focus, api_base=args.api_base
+    )
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -139,6 +142,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         jobs=args.jobs,
         price_model=args.price_model,
+        api_base=args.api_base,
+        window=args.window,
     )
 
 
@@ -227,12 +232,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve", type=_non_negative, help="reserve R")
     p.add_argument("--keep", type=_non_negative, help="keepRecentTokens")
     p.add_argument("--no-tools", action="store_true", help="no read/write/edit/bash tools")
+    p.add_argument(
+        "--api-base",
+        metavar="URL",
+        help="an OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g. "
+        "http://127.0.0.1:8080/v1; a bare --model NAME means openai/NAME; the key is "
+        "OPENAI_API_KEY when set",
+    )
 
     p = add("compact", cmd_compact, "compact a session now, or --preview the compaction")
     p.add_argument("file")
     p.add_argument("--preview", action="store_true")
     p.add_argument("--model")
     p.add_argument("--focus", help="extra instructions for the summary")
+    p.add_argument(
+        "--api-base",
+        metavar="URL",
+        help="an OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g. "
+        "http://127.0.0.1:8080/v1; a bare --model NAME means openai/NAME; the key is "
+        "OPENAI_API_KEY when set",
+    )
 
     p = add("import", cmd_import, "convert a transcript into a Pi session file")
     p.add_argument("kind", choices=["pi", "claude-code", "codex", "openai", "auto"])
@@ -258,6 +277,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", help="cache results here (reruns make no model calls)")
     p.add_argument("--jobs", type=_non_negative, default=1, help="parallel workers")
     p.add_argument("--price-model", help="price the calls as this model (litellm table)")
+    p.add_argument("--window", type=_non_negative, help="the summarizer's context window W")
+    p.add_argument(
+        "--api-base",
+        metavar="URL",
+        help="an OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g. "
+        "http://127.0.0.1:8080/v1; a bare --model NAME means openai/NAME; the key is "
+        "OPENAI_API_KEY when set",
+    )
 
     p = add("demo", cmd_demo, "print tree, context and tokens of a session (sample by default)")
     p.add_argument("file", nargs="?")

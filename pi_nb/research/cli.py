@@ -104,12 +104,15 @@ def compare_command(
     cache_dir: str | None = None,
     jobs: int = 1,
     price_model: str | None = None,
+    api_base: str | None = None,
+    window: int | None = None,
 ) -> int:
     """Compare strategies on session files and print the table (``fmt``: table, json, csv).
 
     ``strategies`` is a list of specs or one comma-separated string (``"pi,mask:3"`` —
     use ``;`` between strategies when a spec itself has commas); None runs the defaults.
-    ``jobs`` > 1 runs in a process pool.
+    ``jobs`` > 1 runs in a process pool. ``api_base``: the summaries go to that
+    OpenAI-compatible server (model rule and window note as for ``pi-nb prompt``).
     """
     import os
 
@@ -145,6 +148,16 @@ def compare_command(
         )
     except (ValueError, TypeError, SettingsError) as exc:
         return _fail("compare", exc)
+    completion = None
+    if api_base:
+        from ..llm import Endpoint, endpoint_window, served_model
+
+        completion = Endpoint(api_base)
+        model = served_model(model, api_base)
+        if window is None:
+            window, note = endpoint_window(model, api_base)
+            if note:
+                sys.stderr.write(f"pi-nb compare: note: {note}\n")
     executor = None
     try:
         if jobs > 1:
@@ -160,6 +173,8 @@ def compare_command(
             cache_dir=cache_dir,
             progress=sys.stderr.isatty(),
             price_model=price_model,
+            completion=completion,
+            window=window,
         )
     except Exception as exc:  # not a session file, unknown model …
         return _fail("compare", exc)
