@@ -458,3 +458,73 @@ def test_endpoint_names_the_server_by_a_digest_only() -> None:
     assert "user-box" not in repr(endpoint) and "8000" not in repr(endpoint)
     assert repr(Endpoint("http://other:1/v1")) != repr(endpoint)
     assert pickle.loads(pickle.dumps(endpoint)).api_base == endpoint.api_base
+
+
+@pytest.fixture
+def listing_server() -> Iterator[str]:
+    """A tiny /v1/models on 127.0.0.1 answering like vLLM (max_model_len) and llama.cpp
+    (meta.n_ctx_train) do; no model behind it."""
+    listing = {
+        "object": "list",
+        "data": [
+            {"id": "qwen-vllm", "object": "model", "max_model_len": 4096},
+            {"id": "llama-cpp", "object": "model", "meta": {"n_ctx_train": 8192}},
+            {"id": "bare", "object": "model"},
+        ],
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            data = json.dumps(listing).encode() if self.path == "/v1/models" else b"{}"
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_window_is_the_servers_or_a_stated_default(listing_server: str, tmp_path: Path) -> None:
+    from pi_nb.llm import served_window
+
+    assert served_window(listing_server, "openai/qwen-vllm") == 4096
+    assert served_window(listing_server, "openai/llama-cpp") == 8192
+    assert served_window(listing_server, "openai/bare") is None
+    assert served_window(f"http://127.0.0.1:{_free_port()}/v1", "openai/x", timeout=1) is None
+    session = Session.in_memory(cwd=str(tmp_path), model="qwen-vllm", api_base=listing_server)
+    assert (session.model, session.window, session.window_note) == ("openai/qwen-vllm", 4096, None)
+    bare = Session.in_memory(cwd=str(tmp_path), model="bare", api_base=listing_server)
+    with pytest.warns(UserWarning, match="context window of openai/bare is unknown"):
+        assert bare.window == 128000
+    assert "assuming 128,000 tokens" in bare.window_note
+    bare.window = 2048  # an explicit window: nothing assumed
+    assert bare.window == 2048
+
+
+def test_a_refused_connection_is_an_error_without_the_endpoint(
+    tmp_path: Path, no_key: None
+) -> None:
+    from pi_nb.agent import RetryPolicy
+
+    api_base = f"http://127.0.0.1:{_free_port()}/v1"  # nobody listens there
+    path = tmp_path / "refused.jsonl"
+    session = Session.new(
+        path, cwd=str(tmp_path), model="smollm2", api_base=api_base, window=2048,
+        no_tools=True, retry=RetryPolicy(max_retries=0),
+    )  # fmt: skip
+    result = session.prompt("Hi.")
+    session.tree.flush()
+    assert result.error and "Connection error" in result.error
+    (reply,) = _assistants(path)
+    assert reply["stopReason"] == "error"
+    _assert_no_endpoint(path, api_base)
