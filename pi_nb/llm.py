@@ -320,8 +320,9 @@ def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:
     return usage
 
 
-def _warn_if_estimated(model: str, response: Any) -> None:
-    """Warn when a streamed reply's usage is litellm's tokenizer estimate, not the provider's.
+def _warn_if_estimated(model: str, response: Any) -> bool:
+    """Warn (and return True) when a streamed reply's usage is litellm's tokenizer estimate,
+    not the provider's.
 
     Servers that ignore ``stream_options.include_usage`` (llama-cpp-python's) stream no
     usage; litellm then counts the tokens itself. The figures are kept (the compaction
@@ -329,9 +330,9 @@ def _warn_if_estimated(model: str, response: Any) -> None:
     """
     chunks = getattr(response, "chunks", None)
     if not isinstance(chunks, list) or not chunks:
-        return
+        return False
     if any(getattr(c, "usage", None) is not None for c in chunks):
-        return
+        return False
     import warnings
 
     warnings.warn(
@@ -340,6 +341,7 @@ def _warn_if_estimated(model: str, response: Any) -> None:
         UserWarning,
         stacklevel=3,
     )
+    return True
 
 
 def _parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
@@ -408,6 +410,7 @@ def complete(
     finish = None
     raw_usage = None
     aborted = False
+    estimated = False
     if stream:
         kwargs["stream"] = True
         kwargs.setdefault("stream_options", {"include_usage": True})
@@ -449,7 +452,7 @@ def complete(
                 with contextlib.suppress(Exception):
                     close()
         if raw_usage is not None and not aborted and "mock_response" not in extra:
-            _warn_if_estimated(model, response)
+            estimated = _warn_if_estimated(model, response)
     else:
         response = litellm.completion(**kwargs)
         choices = getattr(response, "choices", None) or []
@@ -489,6 +492,12 @@ def complete(
             block["argumentsError"] = error
         content.append(block)
     stop = "aborted" if aborted else _STOP_REASONS.get(finish or "stop", "stop")
+    usage = _usage_from(raw_usage, model)
+    if estimated and stop == "length" and max_tokens:
+        # The server stopped at our cap, counted in its own tokens: that is the output.
+        # Another tokenizer's smaller count would read as a stop under context pressure.
+        usage["totalTokens"] += max_tokens - usage["output"]
+        usage["output"] = max_tokens
     if stop == "stop" and any(b["type"] == "toolCall" for b in content):
         stop = "toolUse"
     reply: Message = {
@@ -497,7 +506,7 @@ def complete(
         "api": "litellm",
         "provider": provider,
         "model": model_id,
-        "usage": _usage_from(raw_usage, model),
+        "usage": usage,
         "stopReason": stop,
         "timestamp": int(time.time() * 1000),
     }

@@ -191,6 +191,24 @@ def _sse_usage(raw: bytes) -> dict[str, Any] | None:
 ESTIMATE_WARNING = "the server sent no usage with the streamed reply"
 
 
+def _finish(raw: bytes) -> str | None:
+    found = None
+    for line in raw.decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:]).get("choices") or []:
+                found = choice.get("finish_reason") or found
+    return found
+
+
+def _assert_cap_counted(call: dict[str, Any], reply: dict[str, Any], cap: int) -> None:
+    """A streamed reply the server cut at our cap is ``length`` with ``cap`` output tokens
+    (the server's count), whatever litellm's tokenizer made of the text."""
+    if _finish(call["reply"]) == "length":
+        assert reply["stopReason"] == "length" and reply["usage"]["output"] == cap
+    else:
+        assert reply["stopReason"] == "stop"
+
+
 def _assert_usage(entry_usage: dict[str, Any], server: dict[str, Any]) -> None:
     assert server["prompt_tokens"] > 0 and server["completion_tokens"] > 0
     assert entry_usage["input"] == server["prompt_tokens"]
@@ -254,6 +272,7 @@ def test_prompt_streaming_says_the_usage_is_an_estimate(
     assert (reply["provider"], reply["model"]) == ("openai", "smollm2")
     assert _sse_usage(call["reply"]) is None  # hence the warning: the figures are litellm's
     assert reply["usage"]["input"] > 0 and reply["usage"]["output"] > 0
+    _assert_cap_counted(call, reply, 12)
     streamed = "".join(
         (json.loads(line[6:])["choices"] or [{}])[0].get("delta", {}).get("content") or ""
         for line in call["reply"].decode().splitlines()
@@ -391,6 +410,7 @@ def test_magics_config_api_base(
         path = Path(session.path)
         (reply,) = _assistants(path)
         assert reply["content"][0]["text"].strip() in out.out
+        _assert_cap_counted(call, reply, 10)  # not mistaken for a stop under context pressure
         _assert_no_endpoint(path, api_base)
     finally:
         if magics.session is not None:
