@@ -120,6 +120,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         reserve=args.reserve,
         keep=args.keep,
         no_tools=args.no_tools,
+        api_base=args.api_base,
     )
 
 
@@ -137,6 +138,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         window=args.window,
         reserve=args.reserve,
         keep=args.keep,
+        api_base=args.api_base,
     )
 
 
@@ -165,6 +167,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         judge_grader=args.judge_grader,
         at=args.at,
         replay=args.replay,
+        api_base=args.api_base,
+        window=args.window,
     )
 
 
@@ -248,6 +252,16 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _add_api_base(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--api-base",
+        metavar="URL",
+        help="an OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g. "
+        "http://127.0.0.1:8080/v1; a bare --model NAME means openai/NAME; the key is "
+        "OPENAI_API_KEY when set",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pi-nb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -288,12 +302,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve", type=_non_negative, help="reserve R")
     p.add_argument("--keep", type=_non_negative, help="keepRecentTokens")
     p.add_argument("--no-tools", action="store_true", help="no read/write/edit/bash tools")
+    _add_api_base(p)
 
     p = add("compact", cmd_compact, "compact a session now, or --preview the compaction")
     p.add_argument("file")
     p.add_argument("--preview", action="store_true")
     p.add_argument("--model")
     p.add_argument("--focus", help="extra instructions for the summary")
+    _add_api_base(p)
     p.add_argument("--window", type=_non_negative, help="context window W")
     p.add_argument("--reserve", type=_non_negative, help="reserveTokens R")
     p.add_argument("--keep", type=_non_negative, help="keepRecentTokens kept verbatim")
@@ -337,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--replay", action="store_true", help="ask for the next step with full / compacted context"
     )
+    p.add_argument("--window", type=_non_negative, help="the summarizer's context window W")
+    _add_api_base(p)
 
     p = add("sessions", cmd_sessions, "list session files, newest first (Pi's folder by default)")
     p.add_argument(

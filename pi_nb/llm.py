@@ -14,12 +14,25 @@ Extra call options (a session's ``llm_kwargs``) are merged with pi_nb's own argu
   ``Session(max_tokens=…)`` to cap only the agent's replies);
 - the arguments pi_nb must control (:data:`RESERVED_OPTIONS`: ``model``, ``messages``,
   ``tools`` …) cannot be set there: :class:`ModelConfigError`.
+
+An OpenAI-compatible server (Ollama, vLLM, llama.cpp server, LM Studio) is reached with the
+option ``api_base`` (``http://127.0.0.1:8080/v1``). The rules for such an endpoint:
+
+- the model name: :func:`served_model` — a bare name (``smollm2``) or a served id with a
+  slash that is not a litellm provider (``Qwen/Qwen2.5-7B``) goes through litellm's
+  OpenAI-compatible route (``openai/smollm2``); an explicit provider prefix is kept;
+- the key: ``OPENAI_API_KEY`` from the environment when it is set (it is sent to that
+  server); otherwise a placeholder is passed in the call only (local servers need none,
+  litellm's route insists on one). pi_nb never writes the key or the endpoint anywhere;
+- the window: :func:`endpoint_window` — the server's own figure when it reports one,
+  else litellm's table, else a default with a one-line note saying so.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -144,6 +157,112 @@ def split_model(model: str) -> tuple[str, str]:
     return "openai", model
 
 
+#: The key sent to an ``api_base`` server on litellm's ``openai/`` route when
+#: ``OPENAI_API_KEY`` is not set: local servers accept any key, litellm requires one.
+PLACEHOLDER_KEY = "sk-no-key-required"
+
+
+def served_model(model: str, api_base: str | None) -> str:
+    """The litellm name for ``model`` served at ``api_base`` (unchanged without one).
+
+    A bare name becomes ``openai/<name>``; a name whose first segment is a litellm provider
+    (``openai/…``, ``ollama/…``, ``hosted_vllm/…``) or ``pinb/…`` is kept; any other slash
+    is part of the served id (``Qwen/Qwen2.5-7B`` → ``openai/Qwen/Qwen2.5-7B``).
+    """
+    if not api_base or not model:
+        return model
+    if "/" in model:
+        prefix = model.split("/", 1)[0]
+        if prefix == "pinb" or prefix in _providers():
+            return model
+    return f"openai/{model}"
+
+
+def _providers() -> set[str]:
+    litellm = litellm_module()
+    return {getattr(p, "value", p) for p in getattr(litellm, "provider_list", [])}
+
+
+def _endpoint_key(model: str, kwargs: dict[str, Any]) -> None:
+    """Add the placeholder key for an ``api_base`` call on the ``openai/`` route when no
+    key is configured (the call's own kwargs only: nothing is stored)."""
+    if not kwargs.get("api_base") or kwargs.get("api_key") or split_model(model)[0] != "openai":
+        return
+    litellm = litellm_module()
+    if os.environ.get("OPENAI_API_KEY") or getattr(litellm, "api_key", None) or getattr(
+        litellm, "openai_key", None
+    ):
+        return
+    kwargs["api_key"] = PLACEHOLDER_KEY
+
+
+def served_window(api_base: str, model: str, timeout: float = 2.0) -> int | None:
+    """The context window the server at ``api_base`` reports for ``model``, or None.
+
+    Reads ``GET {api_base}/models`` (bounded by ``timeout``): vLLM's ``max_model_len``,
+    llama.cpp's ``meta.n_ctx`` / ``meta.n_ctx_train``, or a ``context_length`` /
+    ``max_context_length`` field. llama-cpp-python's and Ollama's ``/v1/models`` report none.
+    """
+    import urllib.request
+
+    served_id = split_model(model)[1]
+    url = api_base.rstrip("/") + "/models"
+    headers = {"Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY') or PLACEHOLDER_KEY}"}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as r:
+            listing = json.loads(r.read().decode("utf-8"))
+    except Exception:  # unreachable or not JSON: the window stays unknown
+        return None
+    items = listing.get("data") if isinstance(listing, dict) else None
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict) or item.get("id") not in (served_id, model):
+            continue
+        meta = item.get("meta") if isinstance(item.get("meta"), dict) else {}
+        for value in (
+            item.get("max_model_len"),
+            meta.get("n_ctx"),
+            meta.get("n_ctx_train"),
+            item.get("context_length"),
+            item.get("max_context_length"),
+        ):
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def endpoint_window(model: str, api_base: str, default: int = 128000) -> tuple[int, str | None]:
+    """(window, note) for ``model`` served at ``api_base``: the server's figure, else
+    litellm's table, else ``default`` — the note (one line) says a default is assumed."""
+    reported = served_window(api_base, model)
+    if reported is not None:
+        return reported, None
+    info = model_info(model)
+    known = info.get("max_input_tokens") or info.get("max_tokens")
+    if known:
+        return int(known), None
+    return default, (
+        f"the context window of {model} is unknown (the server does not report it); "
+        f"assuming {default:,} tokens — set the window explicitly (--window / window=)"
+    )
+
+
+class Endpoint:
+    """A picklable completion function that calls :func:`complete` at ``api_base``
+    (for ``compare_strategies(completion=…)``, which may run in a process pool)."""
+
+    def __init__(self, api_base: str) -> None:
+        self.api_base = api_base
+
+    def __call__(self, model: str, messages: Sequence[dict[str, Any]], **options: Any) -> Message:
+        return complete(served_model(model, self.api_base), messages, **{**options, "api_base": self.api_base})
+
+    def __repr__(self) -> str:
+        # A cache key names the endpoint by a digest: the URL itself is not written.
+        import hashlib
+
+        return f"Endpoint({hashlib.sha256(self.api_base.encode()).hexdigest()[:12]})"
+
+
 def model_info(model: str) -> dict[str, Any]:
     """litellm's model info (context window, output limit, prices); {} when unknown."""
     litellm = litellm_module()
@@ -201,6 +320,30 @@ def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:
     return usage
 
 
+def _warn_if_estimated(model: str, response: Any) -> bool:
+    """Warn (and return True) when a streamed reply's usage is litellm's tokenizer estimate,
+    not the provider's.
+
+    Servers that ignore ``stream_options.include_usage`` (llama-cpp-python's) stream no
+    usage; litellm then counts the tokens itself. The figures are kept (the compaction
+    trigger needs a figure) but the user is told they are not the server's.
+    """
+    chunks = getattr(response, "chunks", None)
+    if not isinstance(chunks, list) or not chunks:
+        return False
+    if any(getattr(c, "usage", None) is not None for c in chunks):
+        return False
+    import warnings
+
+    warnings.warn(
+        f"{model}: the server sent no usage with the streamed reply, so the usage recorded is "
+        "litellm's tokenizer estimate (stream=False records the server's own figures)",
+        UserWarning,
+        stacklevel=3,
+    )
+    return True
+
+
 def _parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     if not text:
         return {}, None
@@ -255,6 +398,7 @@ def complete(
     litellm = litellm_module()
     provider, model_id = split_model(model)
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages), **extra}
+    _endpoint_key(model, kwargs)
     if tools:
         kwargs["tools"] = list(tools)
     if max_tokens is not None:
@@ -266,6 +410,7 @@ def complete(
     finish = None
     raw_usage = None
     aborted = False
+    estimated = False
     if stream:
         kwargs["stream"] = True
         kwargs.setdefault("stream_options", {"include_usage": True})
@@ -306,6 +451,8 @@ def complete(
             if aborted and callable(close):
                 with contextlib.suppress(Exception):
                     close()
+        if raw_usage is not None and not aborted and "mock_response" not in extra:
+            estimated = _warn_if_estimated(model, response)
     else:
         response = litellm.completion(**kwargs)
         choices = getattr(response, "choices", None) or []
@@ -345,6 +492,12 @@ def complete(
             block["argumentsError"] = error
         content.append(block)
     stop = "aborted" if aborted else _STOP_REASONS.get(finish or "stop", "stop")
+    usage = _usage_from(raw_usage, model)
+    if estimated and stop == "length" and max_tokens:
+        # The server stopped at our cap, counted in its own tokens: that is the output.
+        # Another tokenizer's smaller count would read as a stop under context pressure.
+        usage["totalTokens"] += max_tokens - usage["output"]
+        usage["output"] = max_tokens
     if stop == "stop" and any(b["type"] == "toolCall" for b in content):
         stop = "toolUse"
     reply: Message = {
@@ -353,7 +506,7 @@ def complete(
         "api": "litellm",
         "provider": provider,
         "model": model_id,
-        "usage": _usage_from(raw_usage, model),
+        "usage": usage,
         "stopReason": stop,
         "timestamp": int(time.time() * 1000),
     }

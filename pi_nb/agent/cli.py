@@ -4,6 +4,12 @@
 
     pi-nb prompt FILE "TEXT" [--model M] [--window W] [--reserve R] [--keep K] [--no-tools]
     pi-nb compact FILE [--preview] [--model M] [--focus TEXT] [--window W] [--reserve R] [--keep K]
+                  [--api-base URL]
+
+``--api-base URL`` sends the model calls to an OpenAI-compatible server (Ollama, vLLM,
+llama.cpp server, LM Studio): ``--model smollm2`` then means ``openai/smollm2`` (an explicit
+provider prefix is kept); the key is ``OPENAI_API_KEY`` when set, else none is needed.
+Without ``--window`` the server's reported window is used, or 128000 with a one-line note.
 """
 
 from __future__ import annotations
@@ -23,6 +29,21 @@ EXIT_USAGE = 2
 EXIT_ABORTED = 130
 
 
+def _window_note(session: Any, err: TextIO) -> None:
+    """Resolve the window of an ``api_base`` session now and say on ``err`` when it is an
+    assumption (the server reports none and no --window was given)."""
+    import warnings
+
+    if not getattr(session, "api_base", None):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # printed below as one plain line
+        session.window  # noqa: B018 - resolves (and may note) the window
+    if session.window_note:
+        err.write(f"pi-nb: note: {session.window_note}\n")
+        err.flush()
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
@@ -30,9 +51,15 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def _session_options(
-    model: str | None, window: int | None, reserve: int | None, keep: int | None
+    model: str | None,
+    window: int | None,
+    reserve: int | None,
+    keep: int | None,
+    api_base: str | None = None,
 ) -> dict[str, Any]:
     options: dict[str, Any] = {}
+    if api_base:
+        options["api_base"] = api_base
     if model:
         options["model"] = model
     if window is not None:
@@ -118,6 +145,7 @@ def run_prompt_cli(
     no_tools: bool = False,
     stream_to: TextIO | None = None,
     err: TextIO | None = None,
+    api_base: str | None = None,
     **options: Any,
 ) -> int:
     """``pi-nb prompt``: send one prompt to the session in ``path`` (created if needed).
@@ -132,7 +160,7 @@ def run_prompt_cli(
 
     out = stream_to if stream_to is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    opts = {**_session_options(model, window, reserve, keep), **options}
+    opts = {**_session_options(model, window, reserve, keep, api_base), **options}
     if no_tools:
         opts["no_tools"] = True
     from ..llm import ModelConfigError
@@ -145,6 +173,7 @@ def run_prompt_cli(
             # Session.new refuses a missing folder: only the file named is created.
             opts.setdefault("cwd", os.getcwd())
             session = Session.open_or_new(file, **opts)
+        _window_note(session, err)
         printer = _Printer(out, err)
         # A missing API key is refused here, before anything is sent or written.
         result = session.prompt(text, on_event=printer)
@@ -172,6 +201,7 @@ def compact_cli(
     keep: int | None = None,
     stream_to: TextIO | None = None,
     err: TextIO | None = None,
+    api_base: str | None = None,
     **options: Any,
 ) -> int:
     """``pi-nb compact``: compact the session in ``path`` now (or ``preview`` the cut).
@@ -190,7 +220,10 @@ def compact_cli(
     if not os.path.exists(path):
         err.write(f"pi-nb: error: {path}: no such session file\n")
         return EXIT_USAGE
-    session = Session.open(path, **{**_session_options(model, window, reserve, keep), **options})
+    session = Session.open(
+        path, **{**_session_options(model, window, reserve, keep, api_base), **options}
+    )
+    _window_note(session, err)
     try:
         result = session.compact(focus=focus, preview=preview)
     except (comp.NothingToCompact, comp.AlreadyCompacted, comp.CompactionCancelled, comp.SummarizationError) as exc:

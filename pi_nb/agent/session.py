@@ -100,6 +100,12 @@ class Session:
 
     * ``model`` — litellm model name (default ``"pinb/scripted"``);
     * ``window`` — context window W (default: the model's, from litellm's table);
+    * ``api_base`` — URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp server,
+      LM Studio): a bare ``model`` then means ``openai/<model>`` (see
+      :func:`pi_nb.llm.served_model`), the key is ``OPENAI_API_KEY`` when set (else a
+      placeholder, in the call only), and without ``window`` the server's reported window
+      is used — or 128000 with a warning (:attr:`window_note`). Neither the URL nor a key is
+      written to the session file;
     * ``reserve`` / ``keep`` — R and keep-recent tokens (override ``compaction``);
     * ``compaction`` — :class:`~pi_nb.compaction.CompactionSettings`;
     * ``prompts`` — summarizer :class:`~pi_nb.compaction.PromptSet`;
@@ -140,12 +146,15 @@ class Session:
         follow_up_mode: QueueMode = "one-at-a-time",
         complete: Callable[..., Message] | None = None,
         llm_kwargs: dict[str, Any] | None = None,
+        api_base: str | None = None,
         **extra_llm_kwargs: Any,
     ) -> None:
         self.tree = tree
         self._model = model or DEFAULT_MODEL
         self._window = window
         self._window_cache: dict[str, int] = {}
+        #: Why the window is an assumption (an ``api_base`` model of unknown window), else None.
+        self.window_note: str | None = None
         self._reserve = reserve
         self._keep = keep
         self._settings_explicit = compaction is not None
@@ -174,6 +183,10 @@ class Session:
         self.max_tokens = max_tokens
         self.tool_timeout = tool_timeout
         self.llm_kwargs = {**(llm_kwargs or {}), **extra_llm_kwargs}
+        if api_base:
+            self.api_base = api_base
+        elif self.api_base:  # given in llm_kwargs: the same model-name rule
+            self._model = self._served(self._model)
         self._complete = complete
         self.steering = MessageQueue(steering_mode)
         self.follow_ups = MessageQueue(follow_up_mode)
@@ -287,8 +300,29 @@ class Session:
 
     @model.setter
     def model(self, value: str) -> None:
-        self._model = value
+        self._model = self._served(value)
         self._adapt_script()
+
+    @property
+    def api_base(self) -> str | None:
+        """The OpenAI-compatible server the model calls go to (``llm_kwargs["api_base"]``),
+        or None; setting it applies the model-name rule of :func:`pi_nb.llm.served_model`."""
+        return self._llm_kwargs.get("api_base") or None
+
+    @api_base.setter
+    def api_base(self, value: str | None) -> None:
+        if value:
+            self._llm_kwargs["api_base"] = value
+            self._model = self._served(self._model)
+        else:
+            self._llm_kwargs.pop("api_base", None)
+        self._window_cache.clear()  # another server may report another window
+        self.window_note = None
+
+    def _served(self, model: str) -> str:
+        from ..llm import served_model
+
+        return served_model(model, self.api_base) if self.api_base else model
 
     @property
     def window(self) -> int:
@@ -297,9 +331,19 @@ class Session:
             return self._window
         cached = self._window_cache.get(self._model)
         if cached is None:
-            from ..compaction.settings import resolve_window
+            if self.api_base:
+                import warnings
 
-            cached = resolve_window(self._model)
+                from ..llm import endpoint_window
+
+                # Ask the server; never assume a window silently (the note says so).
+                cached, self.window_note = endpoint_window(self._model, self.api_base)
+                if self.window_note:
+                    warnings.warn(self.window_note, UserWarning, stacklevel=2)
+            else:
+                from ..compaction.settings import resolve_window
+
+                cached = resolve_window(self._model)
             self._window_cache[self._model] = cached
         return cached
 

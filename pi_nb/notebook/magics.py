@@ -273,6 +273,11 @@ class PiMagics(Magics):
         None, allow_none=True, help="keepRecentTokens (default 20000, scaled for small windows)"
     ).tag(config=True)
     max_tokens = Integer(None, allow_none=True, help="cap on each reply's tokens").tag(config=True)
+    api_base = Unicode(
+        "",
+        help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (a bare model name "
+        "then means openai/NAME; the key is OPENAI_API_KEY when set)",
+    ).tag(config=True)
     llm_kwargs = Dict(
         help='extra options for every model call, e.g. {"script": [...]} for pinb/scripted'
     ).tag(config=True)
@@ -304,6 +309,8 @@ class PiMagics(Magics):
             from ..models.scripted import Script
 
             kwargs["script"] = Script(script)
+        if self.api_base:  # llm_kwargs replaced later must not drop the endpoint
+            kwargs["api_base"] = self.api_base
         return kwargs
 
     def _options(self) -> dict[str, Any]:
@@ -315,6 +322,8 @@ class PiMagics(Magics):
         if not self.tools:
             options["no_tools"] = True
         options["llm_kwargs"] = self._model_kwargs()
+        if self.api_base:
+            options["api_base"] = self.api_base
         return options
 
     @validate("window", "reserve", "keep", "max_tokens", "llm_kwargs")
@@ -336,7 +345,7 @@ class PiMagics(Magics):
         print(f"pi_nb: PiMagics.{name}: {error}; it stays {kept!r}", file=sys.stderr)
         return kept
 
-    @observe("model", "window", "reserve", "keep", "max_tokens", "llm_kwargs")
+    @observe("model", "window", "reserve", "keep", "max_tokens", "llm_kwargs", "api_base")
     def _apply_setting(self, change: Any) -> None:
         """A changed setting (``%config`` or ``%pi model``) applies to the current session."""
         session = getattr(self, "session", None)  # config is applied before __init__ ends
@@ -347,6 +356,8 @@ class PiMagics(Magics):
             session.model = value or default_model()
         elif name == "llm_kwargs":
             session.llm_kwargs = self._model_kwargs()  # replaces: {} clears earlier keys
+        elif name == "api_base":
+            session.api_base = value or None
         else:
             setattr(session, name, value)
 

@@ -142,6 +142,8 @@ def compare_command(
     judge_grader: str = "judge",
     at: str | None = None,
     replay: bool = False,
+    api_base: str | None = None,
+    window: int | None = None,
 ) -> int:
     """Compare strategies on session files and print the table (``fmt``: table, json, csv).
 
@@ -152,7 +154,8 @@ def compare_command(
 
     ``strategies`` is a list of specs or one comma-separated string (``"pi,mask:3"`` —
     use ``;`` between strategies when a spec itself has commas); None runs the defaults.
-    ``jobs`` > 1 runs in a process pool.
+    ``jobs`` > 1 runs in a process pool. ``api_base``: the summaries go to that
+    OpenAI-compatible server (model rule and window note as for ``pi-nb prompt``).
     """
     import os
 
@@ -191,6 +194,16 @@ def compare_command(
     point: str | int | None = at
     if isinstance(at, str) and at.lstrip("-").isdigit():
         point = int(at)
+    completion = None
+    if api_base:
+        from ..llm import Endpoint, endpoint_window, served_model
+
+        completion = Endpoint(api_base)
+        model = served_model(model, api_base)
+        if window is None:
+            window, note = endpoint_window(model, api_base)
+            if note:
+                sys.stderr.write(f"pi-nb compare: note: {note}\n")
     executor = None
     try:
         if jobs > 1:
@@ -210,6 +223,8 @@ def compare_command(
             judge_grader=judge_grader,
             at=point,
             replay=replay,
+            completion=completion,
+            window=window,
         )
     except Exception as exc:  # not a session file, unknown model …
         return _fail("compare", exc)
