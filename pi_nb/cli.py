@@ -222,7 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("prompt", cmd_prompt, "run one user prompt through the agent on a session file")
     p.add_argument("file")
     p.add_argument("text")
-    p.add_argument("--model", help="litellm model name (default pinb/scripted; offline: pinb/smollm2)")
+    p.add_argument(
+        "--model",
+        help="litellm model name (default: $PI_NB_MODEL, else pinb/smollm2 with the local "
+        "extra, else pinb/scripted)",
+    )
     p.add_argument("--window", type=_non_negative, help="context window W")
     p.add_argument("--reserve", type=_non_negative, help="reserve R")
     p.add_argument("--keep", type=_non_negative, help="keepRecentTokens")

@@ -5,6 +5,7 @@ Importing this package does not import litellm; the first model call does.
 
 from __future__ import annotations
 
+from ..models import default_model
 from .cli import compact_cli, run_prompt_cli
 from .loop import AgentLoop, LoopConfig, LoopResult, MessageQueue, user_message
 from .overflow import (
@@ -15,7 +16,6 @@ from .overflow import (
     is_retryable_error,
 )
 from .session import (
-    DEFAULT_MODEL,
     OVERFLOW_RECOVERY_FAILED,
     RunResult,
     Session,
@@ -33,7 +33,6 @@ from .tools import (
 )
 
 __all__ = [
-    "DEFAULT_MODEL",
     "OVERFLOW_RECOVERY_FAILED",
     "AgentLoop",
     "LoopConfig",
@@ -48,6 +47,7 @@ __all__ = [
     "ToolResult",
     "classify_exception",
     "compact_cli",
+    "default_model",
     "default_system_prompt",
     "default_tools",
     "is_context_overflow",

