@@ -24,7 +24,7 @@ const ROLE_LABEL = {
   compactionSummary: "summary",
   branchSummary: "branch sum.",
   summary: "summaries",
-  overhead: "system prompt + tools",
+  overhead: "system prompt + tool declarations",
 };
 const KIND_LABEL = {
   compaction: "compaction",

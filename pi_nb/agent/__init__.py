@@ -17,10 +17,12 @@ from .overflow import (
 )
 from .session import (
     OVERFLOW_RECOVERY_FAILED,
+    NextCallTokens,
     RunResult,
     Session,
     SessionBusyError,
     default_system_prompt,
+    next_call_tokens,
 )
 from .tools import (
     Tool,
@@ -38,6 +40,7 @@ __all__ = [
     "LoopConfig",
     "LoopResult",
     "MessageQueue",
+    "NextCallTokens",
     "RetryPolicy",
     "RunResult",
     "Session",
@@ -53,6 +56,7 @@ __all__ = [
     "is_context_overflow",
     "is_recoverable_length",
     "is_retryable_error",
+    "next_call_tokens",
     "run_prompt_cli",
     "to_openai_tools",
     "tool",

@@ -10,7 +10,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..agent.session import RunResult, Session
+from ..agent.session import NextCallTokens, RunResult, Session, next_call_tokens
 from ..display import register_html
 from ..entries import Entry, Message
 from ..messages import content_text
@@ -103,13 +103,16 @@ def token_bar(
     )
 
 
-def session_html(tree: SessionTree, window: int | None = None) -> str:
+def session_html(
+    tree: SessionTree, window: int | None = None, call: NextCallTokens | None = None
+) -> str:
     """A session card: id, file, entry count, leaf, context size and a token bar.
 
-    With ``window`` the bar is drawn against the context window W.
+    With ``window`` the bar is drawn against the context window W. The context size is the
+    next model call's (``call``; default: as ``Session.open`` would continue the tree).
     """
     projection = tree.projection()
-    context = tree.context_tokens()
+    call = call if call is not None else next_call_tokens(tree)
     per_status: dict[str, int] = {}
     for pe in projection.entries:
         if pe.messages:
@@ -117,6 +120,8 @@ def session_html(tree: SessionTree, window: int | None = None) -> str:
                 estimate_tokens(m) for m in pe.messages
             )
     parts = [(s, per_status.get(s, 0)) for s in _BAR_ORDER]
+    if not call.reported:  # sent with every request: system prompt and tool declarations
+        parts.append(("invisible", call.system_prompt + call.tools))
     name = tree.name
     leaf = tree.leaf_id
     label = tree.label(leaf) if leaf else None
@@ -127,9 +132,8 @@ def session_html(tree: SessionTree, window: int | None = None) -> str:
         ("leaf", f"<code>{esc(leaf)}</code>" + (f" [{esc(label)}]" if label else "")),
         (
             "context",
-            f"{len(projection.messages)} messages, {context.tokens:,} tokens"
-            + (f" of {window:,} ({100 * context.tokens / window:.0f}%)" if window else "")
-            + (" (usage-based)" if context.lastUsageIndex is not None else " (estimated)"),
+            f"{len(projection.messages)} messages, {esc(call.label())}"
+            + (f", {window_share(call.tokens, window)} of W = {window:,}" if window else ""),
         ),
         ("", token_bar(parts, total=window)),
     ]
@@ -235,7 +239,9 @@ def run_result_html(result: RunResult) -> str:
 def agent_session_html(session: Session) -> str:
     """An agent session: its model, then the session card drawn against the known window."""
     head = f"<div><b>Session</b> · model <code>{esc(session.model)}</code></div>"
-    return head + session_html(session.tree, window=session.known_window)
+    return head + session_html(
+        session.tree, window=session.known_window, call=session.next_call_tokens()
+    )
 
 
 # The core objects' _repr_html_ look these up (pi_nb.display); importing this module,

@@ -720,25 +720,21 @@ class PiMagics(Magics):
         from ..tokens import token_figures
 
         session = self._require()
+        call = session.next_call_tokens()  # the basis of the bar, %pi status and the explorer
         estimate = session.context_tokens()
         figures = token_figures(session.context().messages, estimate, session.model)
-        source = (
-            "last reported usage + estimate of newer messages"
-            if estimate.lastUsageIndex is not None
-            else "estimate incl. system prompt and tools"
-        )
         threshold = session.threshold
-        print(f"context tokens : {estimate.tokens:,} ({source}; Pi's rule)")
-        print(f"messages chars/4: {figures['heuristicTokens']:,}")
+        print(f"context tokens   : {call.label()} (Pi's rule)")
+        print(f"messages chars/4 : {figures['heuristicTokens']:,} (estimated, messages only)")
         print(
             f"messages tiktoken: {figures['tiktokenTokens']:,} "
-            f"({figures['tiktokenEncoding']}, {figures['tiktokenKind']})"
+            f"({figures['tiktokenEncoding']}, {figures['tiktokenKind']}, messages only)"
         )
         print(
             f"window W {session.window:,} · reserve R {session.reserve:,} · "
             f"compacts above W − R = {threshold:,} · keeps ~{session.keep:,} recent"
         )
-        print(text_token_bar(estimate.tokens, session.window, session.reserve))
+        print(text_token_bar(call.tokens, session.window, session.reserve))
 
     def cmd_usage(self, args: argparse.Namespace) -> None:
         from IPython.display import display

@@ -179,7 +179,17 @@ class SessionExplorer(anywidget.AnyWidget):
         Read on the main thread only (it touches the tree's projection cache); background
         refreshes reuse the last value.
         """
-        if self.session is None or threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread():
+            return self._overhead
+        if self.session is None:
+            # a bare tree is counted as Session.open would continue it: one basis everywhere
+            try:
+                from ..agent.session import next_call_tokens
+
+                call = next_call_tokens(self.tree)
+                self._overhead = 0 if call.reported else call.system_prompt + call.tools
+            except Exception:
+                pass
             return self._overhead
         counter = getattr(self.session, "context_tokens", None)
         if not callable(counter):
