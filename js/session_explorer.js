@@ -571,7 +571,8 @@ function render({ model, el }) {
     if (info.name) parts.push(info.name);
     if (info.session_id) parts.push(String(info.session_id).slice(0, 8));
     parts.push(`${fmt(info.entries)} entries`);
-    if (info.model) parts.push(info.model);
+    // a Session: the model of the next call; a bare file: the last model it names
+    if (info.model) parts.push(info.model_source === "session" ? `next model ${info.model}` : `model ${info.model} (last in the file)`);
     if (info.thinking && info.thinking !== "off") parts.push(`thinking ${info.thinking}`);
     const meta = $(".pinb-meta");
     meta.textContent = parts.join(" · ");

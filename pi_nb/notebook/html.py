@@ -267,7 +267,7 @@ def explorer_text(state: dict[str, Any]) -> str:
     parts = [
         f"session {str(info.get('session_id') or '?')[:8]}",
         f"{info.get('entries', 0):,} entries",
-        f"next model {info.get('model') or '?'}",
+        _model_words(info),
         f"context {used:,} / {window:,} tokens ({window_share(used, window)} of W, "
         f"{tok.get('kind', 'estimated')}) · W − R = {int(tok.get('threshold') or 0):,}",
     ]
@@ -293,7 +293,7 @@ def explorer_snapshot_html(state: dict[str, Any], max_rows: int = 300) -> str:
     head = (
         f"<div><b>Session explorer</b> (snapshot) · {esc(info.get('name') or '')} "
         f"<code>{esc(str(info.get('session_id') or '')[:8])}</code> · "
-        f"{int(info.get('entries') or 0):,} entries · next model <code>{esc(info.get('model'))}</code></div>"
+        f"{int(info.get('entries') or 0):,} entries · {esc(_model_words(info))}</div>"
         f"<div>context {used:,} / {window:,} tokens ({window_share(used, window)} of W, "
         f"{esc(tok.get('kind', 'estimated'))}) · W − R = {threshold:,}{over}</div>"
         f"<div>{bar}</div><div style='color:#666;font-size:0.85em'>{parts}</div>"
@@ -334,6 +334,14 @@ def explorer_snapshot_html(state: dict[str, Any], max_rows: int = 300) -> str:
         "<th>role</th><th>status</th><th>tokens</th><th>text</th></tr></thead>"
         f"<tbody>{''.join(ctx_rows)}</tbody></table></details></div>"
     )
+
+
+def _model_words(info: dict[str, Any]) -> str:
+    """``next model X`` for a session; ``model X (last in the file)`` for a bare tree."""
+    model = info.get("model") or "?"
+    if info.get("model_source") == "session":
+        return f"next model {model}"
+    return f"model {model} (last in the file)"
 
 
 def _role_status(role: str) -> str:

@@ -232,6 +232,7 @@ class SessionExplorer(anywidget.AnyWidget):
         if self.session is not None and getattr(self.session, "model", None):
             # the model the next call uses, not the last model_change in the file
             state["info"]["model"] = str(self.session.model)
+            state["info"]["model_source"] = "session"
         return {
             "_tree": state["tree"],
             "_context": state["context"],

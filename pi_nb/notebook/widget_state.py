@@ -401,6 +401,7 @@ def info_state(tree: SessionTree, snap: Snapshot | None = None) -> dict[str, Any
         "path": getattr(tree, "path", None),
         "entries": len(snap.entries),
         "model": "/".join(str(v) for v in (model.get("provider"), model.get("modelId")) if v),
+        "model_source": "file",  # the last model change in the file; a Session says "session"
         "thinking": snap.projection.thinking_level,
     }
 

@@ -567,6 +567,12 @@ def test_header_names_the_model_of_the_next_call(tmp_path: Path) -> None:
         assert "next model pinb/smollm2" in widget._repr_mimebundle_()[0]["text/plain"]
     finally:
         widget.close()
+    bare = SessionExplorer(session.tree, window=30000)  # no session: say where it comes from
+    try:
+        assert bare._info["model_source"] == "file"
+        assert "(last in the file)" in bare._repr_mimebundle_()[0]["text/plain"]
+    finally:
+        bare.close()
 
 
 def test_share_of_the_window_is_not_capped(tree: SessionTree) -> None:
