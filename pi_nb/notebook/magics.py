@@ -124,19 +124,40 @@ class DisplayStream:
     Writing a kernel's stdout instead stores one stream output per flush: nbconvert's HTML
     then shows a reply as dozens of short blocks. An update replaces the display's data, in
     live Jupyter and in the outputs ``nbconvert --execute`` / nbclient store.
+
+    ``flush`` publishes at most once per ``interval`` seconds, counted from the first write:
+    a reply that streams faster than that (the scripted model) is ONE display message, so a
+    consumer that ignores display updates (nbval) sees all of it too. :meth:`close` always
+    publishes the final text.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, interval: float = 0.25) -> None:
         self.text = ""
         self.handle: Any = None
+        self.interval = interval
+        self._started: float | None = None
+        self._last = 0.0
+        self._shown = ""
 
     def write(self, text: str) -> int:
+        if self._started is None:
+            self._started = self._last = time.monotonic()
         self.text += text
         return len(text)
 
     def flush(self) -> None:
-        if not self.text:
-            return  # no empty block before the first word
+        if self._started is not None and time.monotonic() - self._last >= self.interval:
+            self._publish()
+
+    def close(self) -> None:
+        """Publish the final text (the stored output of the cell)."""
+        self._publish()
+
+    def _publish(self) -> None:
+        if not self.text or self.text == self._shown:
+            return  # no empty block before the first word, no repeated update
+        self._last = time.monotonic()
+        self._shown = self.text
         data = {"text/plain": self.text}
         if self.handle is None:
             from IPython.display import display
@@ -171,7 +192,8 @@ class StreamPrinter:
         """Write what is still held back and flush: the output shows the whole run, also
         when the run stopped early (an interrupt, an error) without an ``agent_end``."""
         self._finish_stream()
-        (self.out or sys.stdout).flush()
+        out = self.out or sys.stdout
+        (out.close if isinstance(out, DisplayStream) else out.flush)()
 
     def _stream(self, delta: str) -> None:
         # A key can arrive split over several deltas: hold back the unfinished word so
@@ -441,7 +463,7 @@ class PiMagics(Magics):
         printer = None
         if not args.quiet:
             # In a kernel the whole streamed run is one display output, updated in place.
-            out = DisplayStream() if _in_kernel(self.shell) else None
+            out = DisplayStream(StreamPrinter.flush_interval) if _in_kernel(self.shell) else None
             printer = StreamPrinter(self.show_tools, out=out)
         try:
             result = session.prompt(text, on_event=printer)
