@@ -84,7 +84,7 @@ class NextCallTokens:
     def parts(self) -> list[tuple[str, int]]:
         """(label, tokens) pairs that add up to :attr:`tokens`."""
         if self.reported:
-            return [("reported usage", self.usage), ("newer messages", self.messages)]
+            return [("reported usage", self.usage), ("estimated newer messages", self.messages)]
         return [
             ("messages", self.messages),
             ("system prompt", self.system_prompt),
@@ -93,10 +93,12 @@ class NextCallTokens:
 
     def label(self) -> str:
         """``1,111 tokens (estimated: messages 534 + system prompt 60 + tool declarations
-        517)`` — the same words on every surface."""
-        kind = "reported" if self.reported else "estimated"
+        517)``, or ``677 tokens (reported usage 677 + estimated newer messages 0)`` — the
+        same words on every surface."""
         parts = " + ".join(f"{name} {value:,}" for name, value in self.parts())
-        return f"{self.tokens:,} tokens ({kind}: {parts})"
+        if self.reported:
+            return f"{self.tokens:,} tokens ({parts})"
+        return f"{self.tokens:,} tokens (estimated: {parts})"
 
 
 def next_call_tokens(session_or_tree: Any, model: str | None = None) -> NextCallTokens:

@@ -84,3 +84,18 @@ def test_explorer_and_card_show_the_same_figure(file: Path, monkeypatch: Any) ->
     assert want.label() in agent_session_html(session)
     assert want.label() in session_html(bare, call=next_call_tokens(bare, "pinb/scripted"))
     session.close()
+
+
+def test_reported_usage_is_labelled_as_such(file: Path, tmp_path: Path) -> None:
+    tree = SessionTree.open(file)
+    tree.append_message(
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "provider": "pinb",
+         "model": "scripted", "stopReason": "stop", "usage": {"input": 700, "output": 20,
+         "cacheRead": 0, "cacheWrite": 0, "totalTokens": 720}}
+    )  # fmt: skip
+    tree.append_message({"role": "user", "content": "and now?"})
+    session = Session(tree, model="pinb/scripted")
+    call = session.next_call_tokens()
+    assert call.reported and call.usage == 720 and call.tokens == session.context_tokens().tokens
+    assert call.label() == f"{call.tokens:,} tokens (reported usage 720 + estimated newer messages {call.messages:,})"
+    tree.close()
