@@ -24,7 +24,7 @@ const ROLE_LABEL = {
   compactionSummary: "summary",
   branchSummary: "branch sum.",
   summary: "summaries",
-  overhead: "system prompt + tools",
+  overhead: "system prompt + tool declarations",
 };
 const KIND_LABEL = {
   compaction: "compaction",
@@ -359,6 +359,7 @@ function treeRow(t, item, selected) {
   row.appendChild(span);
   if (r.status === "edited" || r.status === "omitted" || r.status === "summarized") row.appendChild(statusBadge(r.status));
   if (r.label) row.appendChild(badge("# " + r.label, "pinb-label", "label"));
+  if (r.pinned) row.appendChild(badge("pinned", "pinb-pinned", "Pinned: every later compaction keeps this message verbatim"));
   if (r.leaf) row.appendChild(badge("leaf", "pinb-leafbadge", "The current leaf: the next message is appended here"));
   if (item.tw === "closed" && item.hidden) row.appendChild(badge("+" + fmt(item.hidden), "pinb-count", `${fmt(item.hidden)} hidden entries in this branch`));
   if (item.refold) {
@@ -403,6 +404,7 @@ function ctxRow(item, selected) {
   row.appendChild(h("span", "pinb-text", c.preview || ""));
   row.appendChild(h("span", "pinb-tok", fmt(c.tokens)));
   row.appendChild(statusBadge(c.status));
+  if (c.pinned) row.appendChild(badge("pinned", "pinb-pinned", "Pinned: every later compaction keeps this message verbatim"));
   row.title = `${c.id} · ${c.role} · ${fmt(c.tokens)} tokens · ${c.status}: ${STATUS_HELP[c.status] || ""}`
     + (item.would ? " — the previewed compaction would summarize this" : "");
   return row;
@@ -427,7 +429,9 @@ function paintTokens(box, tok) {
     ? `Provider-reported usage of the last reply (${fmt(tok.usage_tokens)}) + estimate of what came after (${fmt(tok.trailing_tokens)})`
     : "Estimated with Pi's heuristic: ceil(chars / 4) per message";
   line.appendChild(kind);
-  const share = h("span", "pinb-share", ` ${pct(used).toFixed(used / W < 0.01 ? 2 : 1)}% of the window · ${fmt(tok.messages)} messages`);
+  // the share is not capped (4,080 of 2,048 is 199%); only the bar stops at W
+  const share_pct = tok.percent != null ? tok.percent : (used / W) * 100;
+  const share = h("span", "pinb-share", ` ${share_pct.toFixed(used / W < 0.01 ? 2 : 1)}% of the window · ${fmt(tok.messages)} messages`);
   line.appendChild(share);
   const state = used > tok.threshold ? "over" : used > 0.85 * tok.threshold ? "near" : "ok";
   const verdict = h("span", "pinb-verdict pinb-v-" + state,
@@ -567,7 +571,8 @@ function render({ model, el }) {
     if (info.name) parts.push(info.name);
     if (info.session_id) parts.push(String(info.session_id).slice(0, 8));
     parts.push(`${fmt(info.entries)} entries`);
-    if (info.model) parts.push(info.model);
+    // a Session: the model of the next call; a bare file: the last model it names
+    if (info.model) parts.push(info.model_source === "session" ? `next model ${info.model}` : `model ${info.model} (last in the file)`);
     if (info.thinking && info.thinking !== "off") parts.push(`thinking ${info.thinking}`);
     // follow mode: the kernel re-reads the file another process writes (SessionExplorer(follow=...))
     const every = model.get("following") || 0;

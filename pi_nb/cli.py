@@ -59,23 +59,29 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:
-    """Estimated (Pi heuristic, usage-first) and tiktoken token figures for the context."""
+    """Token figures for the context: the next model call's (one basis with the magics and
+    the explorer: messages + system prompt + tool declarations), chars/4 and tiktoken."""
+    from .agent.session import next_call_tokens
     from .tokens import token_figures
 
     tree = _open(args.file, args.leaf)
     estimate = tree.context_tokens()
     figures = token_figures(tree.projection().messages, estimate, args.model)
+    # as `pi-nb prompt FILE` would send it (that model's default system prompt and tools)
+    call = next_call_tokens(tree, args.model)
+    figures["nextCallTokens"] = call.tokens
+    figures["nextCallParts"] = dict(call.parts())
+    figures["nextCallKind"] = "reported" if call.reported else "estimated"
     if args.json:
         _print_json(figures)
     else:
-        source = "usage + estimate" if estimate.lastUsageIndex is not None else "estimate"
         encoding = figures["tiktokenEncoding"]
         print(f"messages in context : {figures['messages']}")
-        print(f"context tokens      : {estimate.tokens} ({source}, Pi's rule)")
-        print(f"chars/4 heuristic   : {figures['heuristicTokens']} (estimated)")
+        print(f"context tokens      : {call.label()}")
+        print(f"chars/4 heuristic   : {figures['heuristicTokens']} (estimated, messages only)")
         print(
             f"tiktoken {encoding:<11}: {figures['tiktokenTokens']} "
-            f"({figures['tiktokenKind']} for {args.model or 'gpt-4o'})"
+            f"({figures['tiktokenKind']} for {args.model or 'gpt-4o'}, messages only)"
         )
     return 0
 
@@ -297,7 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("prompt", cmd_prompt, "run one user prompt through the agent on a session file")
     p.add_argument("file")
     p.add_argument("text")
-    p.add_argument("--model", help="litellm model name (default pinb/scripted; offline: pinb/smollm2)")
+    p.add_argument(
+        "--model",
+        help="litellm model name (default: $PI_NB_MODEL, else pinb/smollm2 with the local "
+        "extra, else pinb/scripted)",
+    )
     p.add_argument("--window", type=_non_negative, help="context window W")
     p.add_argument("--reserve", type=_non_negative, help="reserve R")
     p.add_argument("--keep", type=_non_negative, help="keepRecentTokens")

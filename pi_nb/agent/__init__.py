@@ -5,6 +5,7 @@ Importing this package does not import litellm; the first model call does.
 
 from __future__ import annotations
 
+from ..models import default_model
 from .cli import compact_cli, run_prompt_cli
 from .loop import AgentLoop, LoopConfig, LoopResult, MessageQueue, user_message
 from .overflow import (
@@ -15,12 +16,13 @@ from .overflow import (
     is_retryable_error,
 )
 from .session import (
-    DEFAULT_MODEL,
     OVERFLOW_RECOVERY_FAILED,
+    NextCallTokens,
     RunResult,
     Session,
     SessionBusyError,
     default_system_prompt,
+    next_call_tokens,
 )
 from .tools import (
     Tool,
@@ -33,12 +35,12 @@ from .tools import (
 )
 
 __all__ = [
-    "DEFAULT_MODEL",
     "OVERFLOW_RECOVERY_FAILED",
     "AgentLoop",
     "LoopConfig",
     "LoopResult",
     "MessageQueue",
+    "NextCallTokens",
     "RetryPolicy",
     "RunResult",
     "Session",
@@ -48,11 +50,13 @@ __all__ = [
     "ToolResult",
     "classify_exception",
     "compact_cli",
+    "default_model",
     "default_system_prompt",
     "default_tools",
     "is_context_overflow",
     "is_recoverable_length",
     "is_retryable_error",
+    "next_call_tokens",
     "run_prompt_cli",
     "to_openai_tools",
     "tool",

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..display import to_html
@@ -39,6 +41,7 @@ from ..events import (
     SessionCompactFailed,
 )
 from ..hooks import Hooks
+from ..models import default_model, default_model_notice
 from ..session.tree import SessionTree
 from ..tokens import ContextTokens
 from . import recovery
@@ -61,16 +64,74 @@ if TYPE_CHECKING:
     from ..projection import Projection
 
 __all__ = [
-    "DEFAULT_MODEL",
     "LENGTH_RECOVERY_FAILED",
     "OVERFLOW_RECOVERY_FAILED",
+    "NextCallTokens",
     "RunResult",
     "Session",
     "SessionBusyError",
     "default_system_prompt",
+    "next_call_tokens",
 ]
 
-DEFAULT_MODEL = "pinb/scripted"
+_NOTICE_SHOWN: set[str] = set()
+
+
+@dataclass(frozen=True)
+class NextCallTokens:
+    """The context tokens of the next model call, with its parts.
+
+    Estimated (``reported`` False): ``messages`` (Pi's chars/4 over the projection) +
+    ``system_prompt`` + ``tools`` (the declarations sent with every request). Reported:
+    the provider's usage of the last valid reply (``usage``, which covers the system prompt
+    and tools) + estimates of the ``messages`` after it.
+    """
+
+    tokens: int
+    messages: int
+    system_prompt: int
+    tools: int
+    usage: int
+    reported: bool
+
+    def parts(self) -> list[tuple[str, int]]:
+        """(label, tokens) pairs that add up to :attr:`tokens`."""
+        if self.reported:
+            return [("reported usage", self.usage), ("estimated newer messages", self.messages)]
+        return [
+            ("messages", self.messages),
+            ("system prompt", self.system_prompt),
+            ("tool declarations", self.tools),
+        ]
+
+    def label(self) -> str:
+        """``1,111 tokens (estimated: messages 534 + system prompt 60 + tool declarations
+        517)``, or ``677 tokens (reported usage 677 + estimated newer messages 0)`` — the
+        same words on every surface."""
+        parts = " + ".join(f"{name} {value:,}" for name, value in self.parts())
+        if self.reported:
+            return f"{self.tokens:,} tokens ({parts})"
+        return f"{self.tokens:,} tokens (estimated: {parts})"
+
+
+def next_call_tokens(session_or_tree: Any, model: str | None = None) -> NextCallTokens:
+    """:meth:`Session.next_call_tokens` of a Session, or of a SessionTree as
+    ``Session.open`` would continue it (``model``, else the default model; default system
+    prompt and tools) — so a bare file is counted on the same basis."""
+    if isinstance(session_or_tree, Session):
+        return session_or_tree.next_call_tokens()
+    return Session(session_or_tree, model=model or default_model()).next_call_tokens()
+
+
+def _default_model() -> str:
+    """:func:`pi_nb.models.default_model`, saying once per process (stderr) when it fell
+    back to the scripted model because the local extra is missing."""
+    notice = default_model_notice()
+    if notice and notice not in _NOTICE_SHOWN:
+        _NOTICE_SHOWN.add(notice)
+        print(notice, file=sys.stderr)
+    return default_model()
+
 
 #: A listener gets every typed event (:mod:`pi_nb.events`).
 Listener = Callable[[PiEvent], None]
@@ -98,7 +159,8 @@ class Session:
     Make one with :meth:`new`, :meth:`open` or :meth:`in_memory` (or from a
     :class:`SessionTree`). Options (all keyword):
 
-    * ``model`` — litellm model name (default ``"pinb/scripted"``);
+    * ``model`` — litellm model name (default :func:`pi_nb.models.default_model`:
+      ``$PI_NB_MODEL``, else ``pinb/smollm2`` with the ``local`` extra, else ``pinb/scripted``);
     * ``window`` — context window W (default: the model's, from litellm's table);
     * ``api_base`` — URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp server,
       LM Studio): a bare ``model`` then means ``openai/<model>`` (see
@@ -150,7 +212,7 @@ class Session:
         **extra_llm_kwargs: Any,
     ) -> None:
         self.tree = tree
-        self._model = model or DEFAULT_MODEL
+        self._model = model or _default_model()
         self._window = window
         self._window_cache: dict[str, int] = {}
         #: Why the window is an assumption (an ``api_base`` model of unknown window), else None.
@@ -402,23 +464,31 @@ class Session:
         """C = P(H): what the model sees next."""
         return self.tree.projection()
 
-    def _request_overhead(self, system_prompt: str | None = None) -> int:
-        """Estimated tokens of the system prompt and tool declarations (sent with every request
-        but not stored in the transcript)."""
+    def _request_overhead_parts(self, system_prompt: str | None = None) -> tuple[int, int]:
+        """(system prompt, tool declarations) estimated tokens: sent with every request but
+        not stored in the transcript. Their sum is ceil(chars / 4) of both together."""
         from ..entries import js_len, js_stringify
 
         prompt = system_prompt if system_prompt is not None else (self.system_prompt or "")
-        chars = js_len(prompt)
+        prompt_chars = js_len(prompt)
+        chars = prompt_chars
         tools = self._effective_tools()
         if tools:
             chars += js_len(js_stringify([t.declaration() for t in tools]))
-        return math.ceil(chars / 4)
+        both = math.ceil(chars / 4)
+        prompt_tokens = min(both, math.ceil(prompt_chars / 4))
+        return prompt_tokens, both - prompt_tokens
+
+    def _request_overhead(self, system_prompt: str | None = None) -> int:
+        """Estimated tokens of the system prompt and tool declarations together."""
+        return sum(self._request_overhead_parts(system_prompt))
 
     def context_tokens(self) -> ContextTokens:
         """Pi 1.3's projected context estimate (usage-first, stale usage ignored).
 
         When the figure is a pure estimate (no trusted usage) it includes the system prompt
         and tool declarations, which provider-reported usage already covers.
+        :meth:`next_call_tokens` gives the same figure with its parts.
         """
         return recovery.projected_tokens(self.tree, self._run_overhead)
 
@@ -434,6 +504,18 @@ class Session:
             enabled=settings.enabled,
             desired_output=self._desired_output(),
         )
+
+    def next_call_tokens(self) -> NextCallTokens:
+        """The context of the next model call and its parts — the one basis every token
+        figure of pi_nb shows (``%pi tokens``, ``pi-nb tokens``, the explorer, the bar)."""
+        estimate = self.tree.context_tokens()
+        if estimate.lastUsageIndex is not None:
+            return NextCallTokens(
+                estimate.tokens, estimate.trailingTokens, 0, 0, estimate.usageTokens, True
+            )
+        prompt, tools = self._request_overhead_parts(self._run_system_prompt)
+        total = estimate.tokens + prompt + tools
+        return NextCallTokens(total, estimate.tokens, prompt, tools, 0, False)
 
     # --- events ----------------------------------------------------------------------------------------
 

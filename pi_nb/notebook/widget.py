@@ -186,7 +186,17 @@ class SessionExplorer(anywidget.AnyWidget):
         Read on the main thread only (it touches the tree's projection cache); background
         refreshes reuse the last value.
         """
-        if self.session is None or threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread():
+            return self._overhead
+        if self.session is None:
+            # a bare tree is counted as Session.open would continue it: one basis everywhere
+            try:
+                from ..agent.session import next_call_tokens
+
+                call = next_call_tokens(self.tree)
+                self._overhead = 0 if call.reported else call.system_prompt + call.tools
+            except Exception:
+                pass
             return self._overhead
         counter = getattr(self.session, "context_tokens", None)
         if not callable(counter):
@@ -226,6 +236,10 @@ class SessionExplorer(anywidget.AnyWidget):
             if self.session is not None
             else "default"
         )
+        if self.session is not None and getattr(self.session, "model", None):
+            # the model the next call uses, not the last model_change in the file
+            state["info"]["model"] = str(self.session.model)
+            state["info"]["model_source"] = "session"
         return {
             "_tree": state["tree"],
             "_context": state["context"],
@@ -233,6 +247,19 @@ class SessionExplorer(anywidget.AnyWidget):
             "_info": state["info"],
             "leaf_id": state["leaf_id"],
         }
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The live widget view, plus a static ``text/html`` snapshot and a ``text/plain``
+        summary for every viewer that cannot run it (nbconvert HTML, GitHub, markdown)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        from .html import explorer_snapshot_html, explorer_text
+
+        state = {"tree": self._tree, "context": self._context, "tokens": self._tokens, "info": self._info}
+        data = {**data, "text/plain": explorer_text(state), "text/html": explorer_snapshot_html(state)}
+        return data, metadata
 
     def refresh(self) -> None:
         """Rebuild and sync the state now (safe from any thread)."""
@@ -481,6 +508,8 @@ class SessionExplorer(anywidget.AnyWidget):
 
     def _do_omit(self, message: dict[str, Any]) -> str:
         eid = self._target(message)
+        if any(pe.id == eid and pe.status == "omitted" for pe in self.tree.projection().entries):
+            return f"{eid} is already omitted from the context; nothing written."
         entry = self._edit(eid, None)
         return f"Omitted {eid} from the context (edit {entry['id']}; history unchanged)."
 

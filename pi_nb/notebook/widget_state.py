@@ -206,6 +206,7 @@ def tree_state(
     snap = snapshot(tree)
     on_path = snap.path_ids
     status_of = statuses(snap)
+    pinned = pinned_ids(snap)
     labels = snap.labels
     leaf = snap.leaf_id
     rows: list[dict[str, Any]] = []
@@ -237,8 +238,18 @@ def tree_state(
                     row["in_context"] = True
         if eid == leaf:
             row["leaf"] = True
+        if eid in pinned:
+            row["pinned"] = True
         rows.append(row)
     return rows
+
+
+def pinned_ids(tree: SessionTree | Snapshot) -> set[str]:
+    """Ids of the messages pinned on the current branch (kept verbatim by compactions)."""
+    from ..policies.pins import pins_from_entries
+
+    snap = snapshot(tree)
+    return {p.entry_id for p in pins_from_entries(snap.projection.path) if p.entry_id}
 
 
 # --- context --------------------------------------------------------------------------------
@@ -257,6 +268,7 @@ def context_state(tree: SessionTree | Snapshot) -> list[dict[str, Any]]:
     snap = snapshot(tree)
     projection = snap.projection
     cache = snap.token_cache
+    pinned = pinned_ids(snap)
     rows: list[dict[str, Any]] = []
     if projection.compaction is not None:
         kept = {pe.id for pe in projection.entries}
@@ -304,6 +316,9 @@ def context_state(tree: SessionTree | Snapshot) -> list[dict[str, Any]]:
         for message in pe.messages:
             rows.append(_context_row(pe.id, index, message, status, cache))
             index += 1
+    for row in rows:
+        if row["id"] in pinned and row["status"] != "summarized":
+            row["pinned"] = True
     return rows
 
 
@@ -358,6 +373,8 @@ def token_state(
         "window": window,
         "reserve": reserve,
         "threshold": threshold,
+        # share of W, not capped: 4,080 of 2,048 is 199 (the bar itself stops at W)
+        "percent": 100 * used / window,
         "kind": "reported" if reported else "estimated",
         "usage_tokens": tokens.usageTokens,
         "trailing_tokens": tokens.trailingTokens + overhead,
@@ -384,6 +401,7 @@ def info_state(tree: SessionTree, snap: Snapshot | None = None) -> dict[str, Any
         "path": getattr(tree, "path", None),
         "entries": len(snap.entries),
         "model": "/".join(str(v) for v in (model.get("provider"), model.get("modelId")) if v),
+        "model_source": "file",  # the last model change in the file; a Session says "session"
         "thinking": snap.projection.thinking_level,
     }
 

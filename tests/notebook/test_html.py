@@ -58,8 +58,11 @@ def test_session_html_escapes_and_shows_facts(evil):
     _safe(html)
     assert tree.session_id in html and tree.leaf_id in html
     assert str(len(tree.entries)) in html
-    tokens = tree.context_tokens().tokens
-    assert f"{tokens:,} tokens" in html and "of 1,000" in html
+    from pi_nb.agent import next_call_tokens
+
+    call = next_call_tokens(tree)  # the next model call's basis: messages + prompt + tools
+    assert f"{call.tokens:,} tokens (estimated: messages {tree.context_tokens().tokens:,}" in html
+    assert "of W = 1,000" in html
     assert f"{len(tree.projection().messages)} messages" in html
 
 

@@ -879,3 +879,41 @@ def test_open_follow_shows_the_live_explorer_and_a_held_file_gets_the_lock_messa
 def test_open_interval_must_be_sensible(ip: Any, tmp_path: Path) -> None:
     pytest.importorskip("anywidget")
     assert "at least" in _usage_error(ip, f"open {_sample_copy(tmp_path)} --follow --interval 0")
+
+
+def test_display_stream_is_one_output_updated_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a kernel %%pi streams into one display: created once, then updated; a reply
+    faster than the interval is a single display message (what nbval, which ignores
+    updates, compares)."""
+    import IPython.display
+
+    from pi_nb.notebook.magics import DisplayStream, StreamPrinter
+
+    calls: list[tuple[str, str]] = []
+
+    class Handle:
+        def update(self, data: dict[str, str], raw: bool = False) -> None:
+            calls.append(("update", data["text/plain"]))
+
+    def display(data: dict[str, str], raw: bool = False, display_id: bool = False) -> Handle:
+        assert raw and display_id
+        calls.append(("display", data["text/plain"]))
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    words = [f"w{i} " for i in range(50)]
+
+    def stream(interval: float) -> None:
+        printer = StreamPrinter(out=DisplayStream(interval))
+        printer.flush_interval = 0  # the printer flushes at every word
+        for word in words:
+            printer({"type": "message_update", "delta": word})
+        printer.close()
+
+    stream(60.0)  # everything arrives within the interval
+    assert calls == [("display", "".join(words))]
+    calls.clear()
+    stream(0.0)  # a slow reply: shown as it grows, one output all along
+    assert calls[0][0] == "display" and len(calls) > 2
+    assert {kind for kind, _ in calls[1:]} == {"update"}
+    assert calls[-1][1] == "".join(words)

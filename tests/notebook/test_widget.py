@@ -691,3 +691,74 @@ def test_follow_refuses_what_it_cannot_follow(tree: SessionTree) -> None:
         assert widget.following == 0.0
     finally:
         widget.close()
+
+
+# --- the newcomer's first hour (issue 14) ------------------------------------------------------
+
+
+def test_mimebundle_has_the_live_view_a_static_snapshot_and_a_text_summary(
+    explorer: Any, tree: SessionTree
+) -> None:
+    data, _metadata = explorer._repr_mimebundle_()
+    view = data["application/vnd.jupyter.widget-view+json"]
+    assert view["model_id"] == explorer.model_id
+    html = data["text/html"]
+    assert 'class="pi-nb-explorer-snapshot"' in html and "Next model call" in html
+    assert html.count("<tr") >= len(tree.entries)  # a row per entry, plus the context rows
+    assert f"<code>{LEAF}</code>" in html
+    text = data["text/plain"]
+    assert "object at 0x" not in text and "\n" not in text
+    assert f"{len(tree.entries):,} entries" in text and "tokens" in text
+
+
+def test_header_names_the_model_of_the_next_call(tmp_path: Path) -> None:
+    session = _scripted_session(tmp_path)
+    session.model = "pinb/smollm2"  # switched after the replies: the file says scripted
+    widget = SessionExplorer(session, window=30000)
+    try:
+        assert widget._info["model"] == "pinb/smollm2"
+        assert "next model pinb/smollm2" in widget._repr_mimebundle_()[0]["text/plain"]
+    finally:
+        widget.close()
+    bare = SessionExplorer(session.tree, window=30000)  # no session: say where it comes from
+    try:
+        assert bare._info["model_source"] == "file"
+        assert "(last in the file)" in bare._repr_mimebundle_()[0]["text/plain"]
+    finally:
+        bare.close()
+
+
+def test_share_of_the_window_is_not_capped(tree: SessionTree) -> None:
+    used = ws.token_state(tree, window=10_000)["used"]
+    tokens = ws.token_state(tree, window=used // 2, reserve=0)
+    assert tokens["percent"] == pytest.approx(100 * used / (used // 2))
+    assert tokens["percent"] > 199
+    from pi_nb.notebook.html import explorer_text
+
+    assert f"({round(tokens['percent'])}% of W" in explorer_text({"tokens": tokens, "info": {}})
+
+
+def test_pinned_rows_get_a_flag(tmp_path: Path) -> None:
+    from pi_nb.policies import pin
+
+    session = _scripted_session(tmp_path)
+    first_user = session.tree.get_branch()[0]["id"]
+    pin(session, entry_id=first_user)
+    assert rows_by_id(ws.tree_state(session.tree))[first_user].get("pinned") is True
+    assert any(r.get("pinned") for r in ws.context_state(session.tree) if r["id"] == first_user)
+    assert sum(1 for r in ws.tree_state(session.tree) if r.get("pinned")) == 1
+    widget = SessionExplorer(session, window=30000)
+    try:
+        assert "[pinned]" in widget._repr_mimebundle_()[0]["text/html"]
+    finally:
+        widget.close()
+
+
+def test_omitting_an_omitted_message_writes_nothing(
+    explorer: Any, tree: SessionTree, session_file: Path
+) -> None:
+    explorer.perform({"action": "omit", "id": "1a2b3c03"})
+    lines = session_file.read_text().splitlines()
+    status = explorer.perform({"action": "omit", "id": "1a2b3c03"})
+    assert status == "1a2b3c03 is already omitted from the context; nothing written."
+    assert session_file.read_text().splitlines() == lines
