@@ -195,8 +195,10 @@ class SessionExplorer(anywidget.AnyWidget):
 
                 call = next_call_tokens(self.tree)
                 self._overhead = 0 if call.reported else call.system_prompt + call.tools
-            except Exception:
-                pass
+            except Exception as exc:  # shown, not swallowed: the figure lacks the overhead
+                self.status = (
+                    f"Error: the token figure leaves out the system prompt and tools: {exc}"
+                )
             return self._overhead
         counter = getattr(self.session, "context_tokens", None)
         if not callable(counter):
@@ -208,8 +210,8 @@ class SessionExplorer(anywidget.AnyWidget):
                 self._overhead = max(0, int(session_figure.tokens) - int(tree_figure.tokens))
             else:
                 self._overhead = 0
-        except Exception:
-            pass
+        except Exception as exc:  # shown, not swallowed
+            self.status = f"Error: the token figure leaves out the system prompt and tools: {exc}"
         return self._overhead
 
     def _state_values(self) -> dict[str, Any]:

@@ -623,7 +623,10 @@ def test_follow_updates_the_synced_state_as_another_process_writes(
         assert _wait_for(lambda: widget.leaf_id == "f0000003")
         # what went over the comm equals the state of a fresh open of the file
         other = SessionTree.open(session_file)
-        expected = ws.explorer_state(other)
+        from pi_nb.agent.session import next_call_tokens
+
+        call = next_call_tokens(other)  # one basis: the next model call, as Session.open counts it
+        expected = ws.explorer_state(other, overhead=call.system_prompt + call.tools)
         synced = {}
         for update in widget.comm.updates()[sent:]:
             synced.update(update)
@@ -633,7 +636,7 @@ def test_follow_updates_the_synced_state_as_another_process_writes(
         summary = [r for r in synced["_context"] if r.get("status") == "summary"]
         assert [r["id"] for r in summary] == ["f0000003"]  # Pi's compaction, in the panel
         assert synced["_tokens"] == {**expected["tokens"], "window_source": "default"}
-        assert synced["_tokens"]["used"] == other.context_tokens().tokens
+        assert synced["_tokens"]["used"] == call.tokens
         assert synced["_info"]["entries"] == 31
         assert not widget.status.startswith("Error")
     finally:
