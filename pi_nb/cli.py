@@ -165,6 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         judge_grader=args.judge_grader,
         at=args.at,
         replay=args.replay,
+        dry_run=args.dry_run,
     )
 
 
@@ -336,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--replay", action="store_true", help="ask for the next step with full / compacted context"
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the planned model calls, tokens and estimated cost; call nothing",
     )
 
     p = add("sessions", cmd_sessions, "list session files, newest first (Pi's folder by default)")

@@ -13,7 +13,14 @@ from ..entries import dumps_line
 if TYPE_CHECKING:
     from ..session.tree import SessionTree
 
-__all__ = ["copy_tree", "file_hash", "load_session", "session_label", "tree_bytes"]
+__all__ = [
+    "copy_tree",
+    "file_hash",
+    "load_session",
+    "session_label",
+    "tree_bytes",
+    "tree_from_bytes",
+]
 
 
 def copy_tree(tree: SessionTree) -> SessionTree:
@@ -38,6 +45,17 @@ def load_session(source: Any) -> SessionTree:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SessionLoadWarning)
         return copy_tree(SessionTree.open(path))
+
+
+def tree_from_bytes(data: bytes, name: str = "<memory>") -> SessionTree:
+    """An in-memory session parsed from a session file's bytes (``name`` in errors)."""
+    from ..session.jsonl import SessionLoadWarning, parse_bytes
+    from ..session.tree import SessionTree
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SessionLoadWarning)
+        loaded = parse_bytes(data, name)
+    return copy_tree(SessionTree(loaded.header, loaded.entries, None, report=loaded.report))
 
 
 def tree_bytes(tree: SessionTree) -> bytes:
