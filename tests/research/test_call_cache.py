@@ -191,3 +191,52 @@ def test_cached_rows_store_plain_json(sessions: dict[str, str], tmp_path: Path) 
     _study(sessions, cache)
     files = list((cache / "calls").rglob("*.json"))
     assert files and all(json.loads(f.read_text())["reply"]["role"] == "assistant" for f in files)
+
+
+def test_survival_rerun_from_the_cache(tmp_path: Path) -> None:
+    from pi_nb.research.survival import fact_survival
+
+    session = generate_session(10, seed=3)
+    options = dict(
+        k=2,
+        settings=SETTINGS,
+        completion=counting_summary,
+        judge_model="judge-x",
+        judge_completion=counting_judge,
+        cache_dir=tmp_path / "calls",
+    )
+    SENT.clear()
+    first = fact_survival(session, "pi", **options)
+    per_round = first.groupby("round")[["model_calls_sent", "model_calls_cached"]].first()
+    assert SENT and per_round["model_calls_sent"].sum() == len(SENT)
+    total = first["model_calls_sent"] + first["model_calls_cached"]
+    SENT.clear()
+    second = fact_survival(session, "pi", **options)
+    assert SENT == []
+    assert (second["model_calls_sent"] == 0).all()
+    assert list(second["model_calls_cached"]) == list(total)
+    stable = [c for c in first.columns if not c.startswith("model_calls")]
+    assert second[stable].equals(first[stable])
+
+
+def test_tune_rerun_from_the_cache_and_an_edited_prompt_misses(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from pi_nb.research.tuning import tune
+
+    path = tmp_path / "s.jsonl"
+    generate_session(10, seed=1, path=str(path))
+    variants = {"default": DEFAULT_PROMPTS}
+    SENT.clear()
+    first = tune(str(path), variants, settings=SETTINGS, completion=counting_summary,
+                 cache_dir=tmp_path / "calls")  # fmt: skip
+    sent = len(SENT)
+    assert sent > 0 and list(first.frame["calls_sent"]) == [sent]
+    SENT.clear()
+    edited = replace(DEFAULT_PROMPTS, initial=DEFAULT_PROMPTS.initial + "\nBe brief.")
+    second = tune(str(path), {**variants, "brief": edited}, settings=SETTINGS,
+                  completion=counting_summary, cache_dir=tmp_path / "calls")  # fmt: skip
+    frame = second.frame.set_index("variant")
+    assert frame.loc["default", "calls_sent"] == 0 and frame.loc["default", "calls_cached"] == sent
+    assert frame.loc["brief", "calls_sent"] > 0 and len(SENT) == frame.loc["brief", "calls_sent"]
+    assert second.summaries["default"] == first.summaries["default"]
