@@ -7,7 +7,8 @@
    this process (serial) and once on a ``LocalCluster`` of 2 worker processes (1 thread
    each, 127.0.0.1). The cluster's start-up and a warm-up job per worker (the imports) are
    timed apart, not counted. Prints (session, strategy) runs per minute for both and the
-   ratio (target >= 1.6 on 24 sessions with 2 free cores).
+   ratio (target >= 1.6 on 24 sessions with 2 free cores); and, as the machine's ceiling,
+   the same jobs on a plain 2-process ``ProcessPoolExecutor``.
 2. One session of about 40 k tokens (default settings: keepRecentTokens 20000) × the same
    4 strategies, serial, after a warm-up run
    on a small session (start-up: imports, litellm, tokenizer). Prints the time (target
@@ -45,7 +46,7 @@ def _sessions(folder: Path, count: int, turns: int) -> list[str]:
     return paths
 
 
-def _warm() -> int:
+def _warm(_: object = None) -> int:
     """Import what a job needs (run once per worker before timing)."""
     import pi_nb.research.compare  # noqa: F401
     from pi_nb.llm import litellm_module
@@ -65,6 +66,17 @@ def throughput(paths: list[str]) -> None:
     serial = compare_strategies(paths, STRATEGIES, settings=_settings(), progress=False)
     serial_s = time.perf_counter() - started
     assert serial["error"].isna().all(), serial["error"].dropna().tolist()
+
+    # The machine's ceiling: the same jobs on 2 plain worker processes (no Dask).
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2) as pool:
+        list(pool.map(_warm, range(2)))
+        started = time.perf_counter()
+        pooled = compare_strategies(paths, STRATEGIES, settings=_settings(), executor=pool,
+                                    progress=False)  # fmt: skip
+        pool_s = time.perf_counter() - started
+    assert pooled["error"].isna().all()
 
     started = time.perf_counter()
     cluster = LocalCluster(
@@ -91,7 +103,9 @@ def throughput(paths: list[str]) -> None:
         f"  2-worker cluster:  {dask_s:7.2f} s  {runs / dask_s * 60:7.1f} runs/min"
         f"  (start-up {startup_s:.1f} s, not counted)"
     )
+    print(f"  2-process pool:    {pool_s:7.2f} s  {runs / pool_s * 60:7.1f} runs/min (no Dask)")
     print(f"  ratio cluster / serial: {serial_s / dask_s:.2f}x (target >= 1.6)")
+    print(f"  ratio pool / serial:    {serial_s / pool_s:.2f}x (what 2 processes get here)")
     print(f"  same table as serial: {same}")
 
 

@@ -35,12 +35,15 @@ def copy_tree(tree: SessionTree) -> SessionTree:
 
 
 def load_session(source: Any) -> SessionTree:
-    """An in-memory copy of a session given as a path or a SessionTree."""
+    """An in-memory copy of a session given as a path, a SessionTree, or a session file's
+    bytes (what a job sends to a worker that cannot read the caller's files)."""
     from ..session.jsonl import SessionLoadWarning
     from ..session.tree import SessionTree
 
     if isinstance(source, SessionTree):
         return copy_tree(source)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return tree_from_bytes(bytes(source))
     path = os.fspath(source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SessionLoadWarning)

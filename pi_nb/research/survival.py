@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..compaction import CompactionSettings
-from ._sessions import copy_tree
+from ._sessions import copy_tree, load_session
 from .probes import CATEGORIES, Probe, compacted_span, context_text, extract_probes, score_probes
 from .strategies import Compactor, context_size, get_strategy, text_tokens
 from .synthetic import append_turns, session_source
@@ -59,7 +59,7 @@ SURVIVAL_COLUMNS = (
 
 
 def fact_survival(
-    tree: SessionTree,
+    tree: SessionTree | bytes | str | os.PathLike[str],
     strategy: str | Compactor,
     k: int = 5,
     *,
@@ -84,7 +84,9 @@ def fact_survival(
 
     Args:
         tree: the session (copied first unless ``copy=False``: then the rounds are appended
-            to it, on a branch from ``fork_id``).
+            to it, on a branch from ``fork_id``); or a session file's path or bytes (bytes
+            travel to a Dask worker on another machine: ``client.submit(fact_survival,
+            data, "pi")``).
         strategy: a strategy or a spec (``"pi"``, ``"mask:3"`` …).
         k: number of compactions.
         model, settings, prompts, completion, window: passed to the strategy.
@@ -111,6 +113,10 @@ def fact_survival(
 
     compactor = get_strategy(strategy)
     settings = settings or CompactionSettings()
+    from ..session.tree import SessionTree
+
+    if not isinstance(tree, SessionTree):
+        tree = load_session(tree)  # an in-memory copy already
     work = copy_tree(tree) if copy else tree
     leaf = fork_id if fork_id is not None else work.leaf_id
     if leaf is None:

@@ -156,7 +156,8 @@ def tune(
     """Preview the compaction of ``session`` once per prompt variant and compare.
 
     Args:
-        session: a path or a SessionTree (never modified: previews write nothing).
+        session: a path, a SessionTree or a session file's bytes (never modified: previews
+            write nothing; bytes travel to a Dask worker on another machine).
         variants: PromptSets (named ``default`` / ``variant i``) or a dict name → PromptSet.
         model: the summarizing model.
         settings: compaction settings (where the cut falls).

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from pi_nb.compaction import CompactionSettings
+from pi_nb.compaction import DEFAULT_PROMPTS, CompactionSettings
 from pi_nb.research.compare import COLUMNS, compare_strategies, plot_comparison
 from pi_nb.research.strategies import callable_strategy
+from pi_nb.research.survival import fact_survival
 from pi_nb.research.synthetic import generate_session
+from pi_nb.research.tuning import tune
 
 SETTINGS = CompactionSettings(keep_recent_tokens=1500, reserve_tokens=1500)
 OFFLINE = ["mask:2", "window:1500", "extractive"]
@@ -249,7 +251,14 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str]) -> None:
             sessions, OFFLINE, settings=SETTINGS, executor=executor, progress=False
         )
         workers = client.run(lambda: __import__("os").getpid())
+        # fact_survival and tune take the session's bytes: a remote worker needs no file.
+        data = Path(sessions["s1"] + ".gone").read_bytes()
+        survival = client.submit(fact_survival, data, "pi", k=2, settings=SETTINGS).result()
+        tuned = client.submit(tune, data, [DEFAULT_PROMPTS], settings=SETTINGS).result()
     assert len(set(workers.values())) == 2  # two worker processes
+    assert survival.equals(fact_survival(data, "pi", k=2, settings=SETTINGS))
+    local = tune(data, [DEFAULT_PROMPTS], settings=SETTINGS)
+    assert tuned.frame.equals(local.frame) and tuned.summaries == local.summaries
     assert not any(Path(p).exists() for p in sessions.values())  # the files were gone
     assert on_dask["error"].isna().all()
     assert _stable(on_dask).equals(_stable(serial))
