@@ -231,7 +231,7 @@ class RemovingExecutor:
         return self.inner.submit(fn, job)
 
 
-def test_dask_cluster_of_worker_processes(sessions: dict[str, str]) -> None:
+def test_dask_cluster_of_worker_processes(sessions: dict[str, str], tmp_path: Path) -> None:
     from dataclasses import fields
 
     from pi_nb.research.compare import _Job
@@ -247,8 +247,14 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str]) -> None:
     )
     with cluster, distributed.Client(cluster) as client:
         executor = RemovingExecutor(client.get_executor(), list(sessions.values()))
+        log = tmp_path / "study.jsonl"
         on_dask = compare_strategies(
-            sessions, OFFLINE, settings=SETTINGS, executor=executor, progress=False
+            sessions,
+            OFFLINE,
+            settings=SETTINGS,
+            executor=executor,
+            results_path=log,
+            progress=False,
         )
         workers = client.run(lambda: __import__("os").getpid())
         # fact_survival and tune take the session's bytes: a remote worker needs no file.
@@ -262,6 +268,16 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str]) -> None:
     assert not any(Path(p).exists() for p in sessions.values())  # the files were gone
     assert on_dask["error"].isna().all()
     assert _stable(on_dask).equals(_stable(serial))
+    # Every result was logged as it came back: a rerun resumes with nothing left to run.
+    assert len(log.read_text().splitlines()) == len(serial)
+    resumed = compare_strategies(
+        {k: v + ".gone" for k, v in sessions.items()},
+        OFFLINE,
+        settings=SETTINGS,
+        results_path=log,
+        progress=False,
+    )
+    assert resumed["cached"].all()
     # Jobs carry the session's content, never a local path.
     assert not any("path" in f.name for f in fields(_Job))
     assert all(job.session_data.startswith(b'{"type":"session"') for job in executor.jobs)
