@@ -175,6 +175,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         replay=args.replay,
         api_base=args.api_base,
         window=args.window,
+        dry_run=args.dry_run,
     )
 
 
@@ -365,6 +366,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--window", type=_non_negative, help="the summarizer's context window W")
     _add_api_base(p)
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the planned model calls, tokens and estimated cost; call nothing",
+    )
 
     p = add("sessions", cmd_sessions, "list session files, newest first (Pi's folder by default)")
     p.add_argument(

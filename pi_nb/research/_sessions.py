@@ -13,7 +13,14 @@ from ..entries import dumps_line
 if TYPE_CHECKING:
     from ..session.tree import SessionTree
 
-__all__ = ["copy_tree", "file_hash", "load_session", "session_label", "tree_bytes"]
+__all__ = [
+    "copy_tree",
+    "file_hash",
+    "load_session",
+    "session_label",
+    "tree_bytes",
+    "tree_from_bytes",
+]
 
 
 def copy_tree(tree: SessionTree) -> SessionTree:
@@ -28,16 +35,30 @@ def copy_tree(tree: SessionTree) -> SessionTree:
 
 
 def load_session(source: Any) -> SessionTree:
-    """An in-memory copy of a session given as a path or a SessionTree."""
+    """An in-memory copy of a session given as a path, a SessionTree, or a session file's
+    bytes (what a job sends to a worker that cannot read the caller's files)."""
     from ..session.jsonl import SessionLoadWarning
     from ..session.tree import SessionTree
 
     if isinstance(source, SessionTree):
         return copy_tree(source)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return tree_from_bytes(bytes(source))
     path = os.fspath(source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SessionLoadWarning)
         return copy_tree(SessionTree.open(path))
+
+
+def tree_from_bytes(data: bytes, name: str = "<memory>") -> SessionTree:
+    """An in-memory session parsed from a session file's bytes (``name`` in errors)."""
+    from ..session.jsonl import SessionLoadWarning, parse_bytes
+    from ..session.tree import SessionTree
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SessionLoadWarning)
+        loaded = parse_bytes(data, name)
+    return copy_tree(SessionTree(loaded.header, loaded.entries, None, report=loaded.report))
 
 
 def tree_bytes(tree: SessionTree) -> bytes:

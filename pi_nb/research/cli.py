@@ -5,6 +5,7 @@ mistake, printed as one line on stderr), so the main ``pi-nb`` parser only has t
 
     pi-nb import {pi,claude-code,codex,openai} SRC -o OUT.jsonl
     pi-nb compare FILE... --strategies NAMES --model M [--judge J] [--replay] [--json|--csv]
+    pi-nb compare FILE... --dry-run     (planned calls, tokens and cost; nothing is sent)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ TABLE_COLUMNS = (
     "compression_ratio",
     "summary_tokens",
     "model_calls",
+    "model_calls_cached",
     "cost",
     "probe_recall",
     "probe_artifact",
@@ -127,6 +129,35 @@ def _reasons(frame: Any, keep: int) -> list[str]:
     return reasons
 
 
+def _print_plan(frame: Any, fmt: str) -> int:
+    """The dry run's plan on stdout (a table with a total line, or JSON / CSV); its notes
+    (unknown prices, how the estimate was made) on stderr."""
+    import pandas as pd
+
+    if fmt == "json":
+        records = [
+            {k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")
+        ]
+        sys.stdout.write(json.dumps(records, ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        table = frame.drop(columns=["cost_note"]).assign(error=frame["error"].fillna("-"))
+        # NaN stays NaN in the total: one unknown price makes the total unknown.
+        numbers = [c for c in table.columns if c not in ("session", "strategy", "error")]
+        total = {c: table[c].sum(skipna=False) for c in numbers}
+        table = pd.concat(
+            [table, pd.DataFrame([{"session": "TOTAL", "strategy": "", "error": "", **total}])],
+            ignore_index=True,
+        )
+        text = table.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
+        sys.stdout.write(text + "\n")
+        sys.stderr.write("pi-nb compare: dry run: no model was called\n")
+    for note in frame.attrs.get("notes", []):
+        sys.stderr.write(f"pi-nb compare: note: {note}\n")
+    return 0
+
+
 def compare_command(
     files: Sequence[str],
     strategies: str | Sequence[str] | None,
@@ -144,6 +175,7 @@ def compare_command(
     replay: bool = False,
     api_base: str | None = None,
     window: int | None = None,
+    dry_run: bool = False,
 ) -> int:
     """Compare strategies on session files and print the table (``fmt``: table, json, csv).
 
@@ -155,7 +187,8 @@ def compare_command(
     ``strategies`` is a list of specs or one comma-separated string (``"pi,mask:3"`` —
     use ``;`` between strategies when a spec itself has commas); None runs the defaults.
     ``jobs`` > 1 runs in a process pool. ``api_base``: the summaries go to that
-    OpenAI-compatible server (model rule and window note as for ``pi-nb prompt``).
+    OpenAI-compatible server (model rule and window note as for ``pi-nb prompt``). ``dry_run``: print the plan instead — per
+    (session, strategy) the model calls, estimated input tokens and cost — and call nothing.
     """
     import os
 
@@ -225,12 +258,15 @@ def compare_command(
             replay=replay,
             completion=completion,
             window=window,
+            dry_run=dry_run,
         )
     except Exception as exc:  # not a session file, unknown model …
         return _fail("compare", exc)
     finally:
         if executor is not None:
             executor.shutdown()
+    if dry_run:
+        return _print_plan(frame, fmt)
     if fmt == "json":
         records = [
             {k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")

@@ -31,10 +31,18 @@ At scale:
 
 - ``executor``: any ``concurrent.futures``-style executor (``ThreadPoolExecutor``,
   ``ProcessPoolExecutor``, ``dask.distributed.Client.get_executor()`` …) runs the jobs;
-  jobs and results are plain picklable data.
-- ``cache_dir``: each result is stored as ``<key>.json``, keyed by the session file's hash,
+  jobs and results are plain picklable data. A job carries the session's content (its
+  bytes), not a path: workers on other machines need no access to the caller's files.
+- ``cache_dir``: each result is stored as ``<key>.json``, keyed by the session's hash,
   the strategy and its parameters, the model, the prompts and the settings; a rerun reads it
-  instead of calling any model.
+  instead of calling any model. Every model call (summaries, judge, replay) is cached too,
+  in ``cache_dir/calls``, keyed by the request's content (:mod:`pi_nb.research.cache`):
+  a study that changes only what is asked afterwards (another judge, replay on) reuses the
+  summaries already paid for. ``model_calls_cached`` / ``model_calls_sent`` count, per
+  row and this run, the calls answered from the cache and those sent to a model (a row read
+  whole from the result cache sent nothing: all its calls count as cached).
+- ``dry_run=True``: no model call at all — one row per (session, strategy) with the planned
+  calls, their estimated input tokens and the estimated cost (:func:`plan_study`).
 - ``results_path`` (default ``cache_dir/results.jsonl``): every result is appended as soon
   as it is known, so an interrupted study loses nothing and resumes where it stopped.
 - ``progress``: a progress bar (tqdm on stderr, or plain lines without tqdm).
@@ -66,10 +74,18 @@ if TYPE_CHECKING:
     from ..entries import Message
     from .strategies import Compactor
 
-__all__ = ["COLUMNS", "EXTRACTIVE_STAND_IN", "compare_strategies", "plot_comparison", "run_job"]
+__all__ = [
+    "COLUMNS",
+    "EXTRACTIVE_STAND_IN",
+    "PLAN_COLUMNS",
+    "compare_strategies",
+    "plan_study",
+    "plot_comparison",
+    "run_job",
+]
 
 #: Bump when a change makes cached rows stale.
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 #: ``summarizer`` of a summary written by ``pinb/scripted`` (the extractive summarizer).
 EXTRACTIVE_STAND_IN = "extractive stand-in"
@@ -87,6 +103,8 @@ COLUMNS = (
     "compression_ratio",
     "summary_tokens",
     "model_calls",
+    "model_calls_cached",
+    "model_calls_sent",
     "input_tokens",
     "output_tokens",
     "cost",
@@ -120,9 +138,10 @@ COLUMNS = (
 
 @dataclass
 class _Job:
-    """One (session, strategy) run: plain data, picklable for process pools."""
+    """One (session, strategy) run: plain data, picklable for process pools and remote
+    workers (the session travels as its bytes, never as a path)."""
 
-    session_path: str
+    session_data: bytes
     session: str
     session_hash: str
     strategy: Any
@@ -143,6 +162,7 @@ class _Job:
     replay_model: str | None = None
     replay_completion: Any = None
     replay_options: Any = None
+    call_cache: str | None = None
 
 
 def _job_key(parts: Sequence[Any]) -> str:
@@ -174,7 +194,8 @@ def summarizer_label(compactor: Any, result: Any, model: str, completion: Any) -
 def run_job(job: _Job) -> dict[str, Any]:
     """Run one (session, strategy) pair and return its row (never raises for a failed
     compaction: the error goes in the ``error`` column)."""
-    from ._sessions import load_session
+    from ._sessions import tree_from_bytes
+    from .cache import CachedCompletion, CallCount
     from .probes import (
         compacted_span,
         compaction_point,
@@ -196,8 +217,14 @@ def run_job(job: _Job) -> dict[str, Any]:
         "error": None,
     }
     started = time.perf_counter()
+    # Every model call of the job goes through one counter (and the disk cache if any).
+    count = CallCount()
+
+    def wrap(fn: Any) -> CachedCompletion:
+        return CachedCompletion(job.call_cache, fn, count)
+
     try:
-        tree = load_session(job.session_path)
+        tree = tree_from_bytes(job.session_data, job.session)
         row["source"] = session_source(tree)
         point = compaction_point(tree, job.at)
         fork = point.fork_id
@@ -213,7 +240,7 @@ def run_job(job: _Job) -> dict[str, Any]:
             settings=job.settings,
             prompts=job.prompts,
             fork_id=fork,
-            completion=job.completion,
+            completion=wrap(job.completion),
             window=job.window,
         )
         facts = result.to_dict()
@@ -264,7 +291,7 @@ def run_job(job: _Job) -> dict[str, Any]:
                 text,
                 job.judge_model,
                 grader=job.judge_grader,
-                completion=job.judge_completion,
+                completion=wrap(job.judge_completion),
                 **(job.judge_options or {}),
             )
             row.update(judge_scores(judged))
@@ -278,25 +305,133 @@ def run_job(job: _Job) -> dict[str, Any]:
                 result.leaf_id or fork,
                 job.replay_model or job.model,
                 continuation=point.continuation,
-                completion=job.replay_completion,
+                completion=wrap(job.replay_completion),
                 **(job.replay_options or {}),
             )
             replayed.pop("replay_steps", None)
             row.update(replayed)
     except Exception as exc:  # a failed run is a row, not a crash of the study
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    row["model_calls_cached"], row["model_calls_sent"] = count.cached, count.sent
     row["wall_time_s"] = time.perf_counter() - started
     return row
+
+
+# --- dry run ----------------------------------------------------------------------------------
+
+#: Columns of the plan ``compare_strategies(..., dry_run=True)`` returns.
+PLAN_COLUMNS = (
+    "session",
+    "strategy",
+    "model_calls",
+    "summary_calls",
+    "judge_calls",
+    "replay_calls",
+    "input_tokens",
+    "output_tokens_max",
+    "cost",
+    "cost_note",
+    "error",
+)
+
+#: What the planner answers every request with (no model is asked anything).
+_PLAN_REPLY = "GRADE: 0 - dry run, no model was called"
+
+
+class _Planner:
+    """A stand-in model call that records each request instead of sending it."""
+
+    def __init__(self, role: str, calls: list[dict[str, Any]]) -> None:
+        self.role, self.calls = role, calls
+
+    def __call__(self, model: str, messages: Sequence[dict[str, Any]], **options: Any) -> Message:
+        from ..messages import content_text
+
+        chars = sum(len(content_text(m.get("content")) or "") for m in messages)
+        chars += len(json.dumps(options.get("tools") or [], ensure_ascii=False))
+        self.calls.append(
+            {
+                "role": self.role,
+                "model": model,
+                "input": -(-chars // 4),  # the project's estimate: 4 characters a token
+                "max_tokens": options.get("max_tokens"),
+            }
+        )
+        return {"role": "assistant", "content": [{"type": "text", "text": _PLAN_REPLY}]}
+
+
+def _plan_row(job: _Job) -> dict[str, Any]:
+    """The planned calls of one job: the job run offline with every model call recorded."""
+    import dataclasses
+    import math
+
+    from .costs import usage_cost
+
+    calls: list[dict[str, Any]] = []
+    planned = dataclasses.replace(
+        job,
+        completion=_Planner("summary", calls),
+        judge_completion=_Planner("judge", calls),
+        replay_completion=_Planner("replay", calls),
+        call_cache=None,
+    )
+    result = run_job(planned)
+    row: dict[str, Any] = {
+        "session": job.session,
+        "strategy": result["strategy"],
+        "model_calls": len(calls),
+        **{f"{r}_calls": sum(c["role"] == r for c in calls) for r in ("summary", "judge", "replay")},
+        "input_tokens": sum(c["input"] for c in calls),
+        "output_tokens_max": sum(c["max_tokens"] or 0 for c in calls),
+        "error": result.get("error"),
+    }
+    # Priced per model (summarizer, judge, replay may differ); output at the max_tokens cap.
+    cost, notes = 0.0, []
+    by_model: dict[str, dict[str, int]] = {}
+    for call in calls:
+        price_as = job.price_model if call["role"] == "summary" and job.price_model else None
+        usage = by_model.setdefault(price_as or call["model"], {"input": 0, "output": 0})
+        usage["input"] += call["input"]
+        usage["output"] += call["max_tokens"] or 0
+    for name, usage in by_model.items():
+        value, note = usage_cost(name, usage)
+        cost += value
+        if note:
+            notes.append(note)
+    uncapped = sum(1 for c in calls if not c["max_tokens"])
+    if uncapped:
+        notes.append(f"{uncapped} call(s) without a max_tokens cap: their output is not priced")
+    if by_model and not math.isnan(cost):
+        notes.insert(0, "estimate: input at 4 characters a token, output at the max_tokens cap")
+    row["cost"], row["cost_note"] = cost, "; ".join(notes) or None
+    return row
+
+
+def plan_study(jobs: Sequence[_Job]) -> pd.DataFrame:
+    """The plan of a study (``compare_strategies(..., dry_run=True)``): per job the model
+    calls it would make, their estimated input tokens (4 characters a token), the output
+    cap, and the estimated cost (NaN with a ``cost_note`` when a model has no price).
+
+    Each job runs offline with every model call replaced by a recorder: nothing is sent,
+    nothing is cached. The summaries are then placeholders, so the requests that depend on
+    a previous reply (the running summary of a chunked summary, the judge's grading of an
+    answer) are estimated with a short one.
+    """
+    import pandas as pd
+
+    frame = pd.DataFrame([_plan_row(job) for job in jobs], columns=list(PLAN_COLUMNS))
+    frame.attrs["notes"] = list(dict.fromkeys(n for n in frame["cost_note"] if isinstance(n, str)))
+    return frame
 
 
 # --- inputs ---------------------------------------------------------------------------------
 
 
-def _session_inputs(sessions: Any, scratch: Path) -> list[tuple[str, str, str]]:
-    """[(label, path, sha256)] for paths and SessionTrees (in-memory ones are written to
-    ``scratch`` first, so every job reads a file)."""
+def _session_inputs(sessions: Any) -> list[tuple[str, bytes, str]]:
+    """[(label, content, sha256)] for paths and SessionTrees: the jobs carry the bytes
+    (read here, once), so no worker needs the caller's files."""
     from ..session.tree import SessionTree
-    from ._sessions import file_hash, session_label, tree_bytes
+    from ._sessions import session_label, tree_bytes
 
     if isinstance(sessions, Mapping):
         named: list[tuple[str | None, Any]] = [(str(k), v) for k, v in sessions.items()]
@@ -304,27 +439,23 @@ def _session_inputs(sessions: Any, scratch: Path) -> list[tuple[str, str, str]]:
         named = [(None, sessions)]
     else:
         named = [(None, item) for item in sessions]
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[str, bytes, str]] = []
     labels: dict[str, int] = {}
     for given, item in named:
         if isinstance(item, SessionTree) and (item.path is None or not item.is_persisted):
             data = tree_bytes(item)
-            digest = hashlib.sha256(data).hexdigest()
-            path = scratch / f"{digest[:16]}.jsonl"
-            if not path.exists():
-                scratch.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
-            out_path = str(path)
         else:
-            out_path = os.fspath(item.path if isinstance(item, SessionTree) else item)
-            if not os.path.isfile(out_path):
-                raise FileNotFoundError(f"{out_path}: no such session file")
-            digest = file_hash(out_path)
+            path = os.fspath(item.path if isinstance(item, SessionTree) else item)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{path}: no such session file")
+            with open(path, "rb") as handle:
+                data = handle.read()
+        digest = hashlib.sha256(data).hexdigest()
         label = given or session_label(item)
         labels[label] = labels.get(label, 0) + 1
         if labels[label] > 1:
             label = f"{label}#{labels[label]}"
-        out.append((label, out_path, digest))
+        out.append((label, data, digest))
     return out
 
 
@@ -444,6 +575,7 @@ def compare_strategies(
     replay_model: str | None = None,
     replay_completion: Callable[..., Message] | None = None,
     replay_options: Mapping[str, Any] | None = None,
+    dry_run: bool = False,
 ) -> pd.DataFrame:
     """Run ``strategies`` on ``sessions`` and return the comparison table.
 
@@ -457,7 +589,8 @@ def compare_strategies(
         prompts: the prompt set of Pi's summarizer.
         executor: a ``concurrent.futures``-style executor (``submit`` returning futures);
             None runs in this process, one job after another.
-        cache_dir: where results are cached (one JSON file per job key).
+        cache_dir: where results are cached (one JSON file per job key), and every model
+            call (``cache_dir/calls``, keyed by the request's content).
         results_path: JSONL file every finished row is appended to (default
             ``cache_dir/results.jsonl``); rows already there are not run again.
         progress: show a progress bar on stderr.
@@ -477,6 +610,8 @@ def compare_strategies(
         replay: also ask ``replay_model`` (default ``model``) for the next step with the
             full and the compacted context (``continuation_agreement``, ``matches_actual``).
         replay_completion, replay_options: custom model call / options for the replay.
+        dry_run: make no model call and return the plan instead (:func:`plan_study`): per
+            (session, strategy) the planned calls, estimated input tokens and cost.
 
     Returns:
         One row per (session, strategy) with the columns of :data:`COLUMNS`, in input
@@ -493,15 +628,10 @@ def compare_strategies(
     settings = settings or CompactionSettings()
     prompts = prompts or DEFAULT_PROMPTS
     compactors = [get_strategy(s) for s in (strategies or DEFAULT_STRATEGIES)]
-    scratch = (
-        Path(cache_dir) / "sessions"
-        if cache_dir is not None
-        else Path(tempfile.gettempdir()) / "pi-nb-compare"
-    )
-    inputs = _session_inputs(sessions, scratch)
-    store = _Store(cache_dir, results_path)
+    inputs = _session_inputs(sessions)
+    call_cache = str(Path(cache_dir) / "calls") if cache_dir is not None and not dry_run else None
     jobs: list[_Job] = []
-    for label, path, digest in inputs:
+    for label, data, digest in inputs:
         for compactor in compactors:
             key_parts = [
                 CACHE_VERSION,
@@ -525,7 +655,7 @@ def compare_strategies(
             ]
             jobs.append(
                 _Job(
-                    session_path=path,
+                    session_data=data,
                     session=label,
                     session_hash=digest,
                     strategy=compactor,
@@ -546,15 +676,29 @@ def compare_strategies(
                     replay_model=replay_model,
                     replay_completion=replay_completion,
                     replay_options=dict(replay_options or {}),
+                    call_cache=call_cache,
                 )
             )
+    if dry_run:
+        return plan_study(jobs)
+    store = _Store(cache_dir, results_path)
     rows: dict[int, dict[str, Any]] = {}
     bar = _Progress(len(jobs), progress)
     pending: list[int] = []
     for index, job in enumerate(jobs):
         cached = store.get(job.key)
         if cached is not None:
-            rows[index] = {**cached, "session": job.session, "cached": True}
+            # Nothing was sent this run: every call of the row was answered from the cache.
+            calls = int(cached.get("model_calls_cached") or 0) + int(
+                cached.get("model_calls_sent") or 0
+            )
+            rows[index] = {
+                **cached,
+                "session": job.session,
+                "cached": True,
+                "model_calls_cached": calls,
+                "model_calls_sent": 0,
+            }
             bar.update(True, f"{job.session}/{rows[index]['strategy']}")
         else:
             pending.append(index)

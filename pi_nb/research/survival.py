@@ -10,18 +10,22 @@ against the context after each compaction. Round 0 is the uncompacted context.
 With ``judge_model`` an LLM judge also answers the probe questions from each round's
 context and grades the answers 0–5 (:func:`pi_nb.research.judge.judge_probes`): the
 ``judge_score`` column, failures in ``judge_error``, the audit log in
-``frame.attrs["judge_log"]``. The ``source`` column says whether the session was generated
+``frame.attrs["judge_log"]``. With ``cache_dir`` every model call (summaries, judge) is
+cached on disk by request content (:mod:`pi_nb.research.cache`): a rerun sends nothing and
+gives the same frame; ``model_calls_cached`` / ``model_calls_sent`` count each round's
+calls answered from the cache and sent to a model. The ``source`` column says whether the session was generated
 (``"synthetic"``) or a real transcript (``"real"``); the turns appended between
 compactions are generated either way.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..compaction import CompactionSettings
-from ._sessions import copy_tree
+from ._sessions import copy_tree, load_session
 from .probes import CATEGORIES, Probe, compacted_span, context_text, extract_probes, score_probes
 from .strategies import Compactor, context_size, get_strategy, text_tokens
 from .synthetic import append_turns, session_source
@@ -49,11 +53,13 @@ SURVIVAL_COLUMNS = (
     "compacted",
     "judge_score",
     "judge_error",
+    "model_calls_cached",
+    "model_calls_sent",
 )
 
 
 def fact_survival(
-    tree: SessionTree,
+    tree: SessionTree | bytes | str | os.PathLike[str],
     strategy: str | Compactor,
     k: int = 5,
     *,
@@ -72,12 +78,15 @@ def fact_survival(
     judge_grader: str = "judge",
     judge_completion: Callable[..., Message] | None = None,
     judge_options: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> pd.DataFrame:
     """Compact ``k`` times and track the recall of the original facts after each round.
 
     Args:
         tree: the session (copied first unless ``copy=False``: then the rounds are appended
-            to it, on a branch from ``fork_id``).
+            to it, on a branch from ``fork_id``); or a session file's path or bytes (bytes
+            travel to a Dask worker on another machine: ``client.submit(fact_survival,
+            data, "pi")``).
         strategy: a strategy or a spec (``"pi"``, ``"mask:3"`` …).
         k: number of compactions.
         model, settings, prompts, completion, window: passed to the strategy.
@@ -88,18 +97,26 @@ def fact_survival(
         per_probe: one row per (round, probe) with ``survived`` instead of per category.
         judge_model, judge_grader, judge_completion, judge_options: grade each round with
             an LLM judge (see :func:`pi_nb.research.judge.judge_probes`).
+        cache_dir: cache every model call here, keyed by the request's content.
 
     Returns:
         Rows per round and category (plus ``"all"``): ``strategy, round, category, recall,
         recall_exact, probes, tokens, summary_tokens, compacted, judge_score, judge_error``
         (plus ``source``) — ``recall`` is the normalized-match recall against the whole
         post-compaction context; ``judge_score`` the judge's mean grade (0–5; NaN without
-        a judge).
+        a judge); ``model_calls_cached`` / ``model_calls_sent``: the round's model calls
+        answered from ``cache_dir`` / sent to a model.
     """
     import pandas as pd
 
+    from .cache import CachedCompletion, CallCount
+
     compactor = get_strategy(strategy)
     settings = settings or CompactionSettings()
+    from ..session.tree import SessionTree
+
+    if not isinstance(tree, SessionTree):
+        tree = load_session(tree)  # an in-memory copy already
     work = copy_tree(tree) if copy else tree
     leaf = fork_id if fork_id is not None else work.leaf_id
     if leaf is None:
@@ -111,6 +128,11 @@ def fact_survival(
     detail: list[pd.DataFrame] = []
     logs: list[pd.DataFrame] = []
     source = session_source(tree)
+    # Every call of the study through one counter (and the disk cache when asked).
+    count = CallCount()
+    summary_call = CachedCompletion(cache_dir, completion, count)
+    judge_call = CachedCompletion(cache_dir, judge_completion, count)
+    seen = CallCount()  # the counts at the start of the current round
 
     def record(round_: int, leaf_id: str, summary: str | None, compacted: bool) -> None:
         text = context_text(work.projection(leaf_id).messages)
@@ -125,12 +147,14 @@ def fact_survival(
                 text,
                 judge_model,
                 grader=judge_grader,
-                completion=judge_completion,
+                completion=judge_call,
                 **dict(judge_options or {}),
             )
             judged.insert(0, "round", round_)
             judged.insert(0, "strategy", compactor.name)
             logs.append(judged)
+        cached, sent = count.cached - seen.cached, count.sent - seen.sent
+        seen.cached, seen.sent = count.cached, count.sent
         if per_probe:
             frame = scored.rename(columns={"normalized": "survived"})
             frame.insert(0, "round", round_)
@@ -160,6 +184,8 @@ def fact_survival(
                     "compacted": compacted,
                     "judge_score": score,
                     "judge_error": error,
+                    "model_calls_cached": cached,
+                    "model_calls_sent": sent,
                 }
             )
 
@@ -171,7 +197,7 @@ def fact_survival(
             settings=settings,
             prompts=prompts,
             fork_id=leaf,
-            completion=completion,
+            completion=summary_call,
             window=window,
         )
         leaf = result.leaf_id or leaf

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -33,9 +34,10 @@ class TuningResult:
 
     Attributes:
         frame: one row per variant — ``variant, changed, summary_tokens, tokens_after,
-            calls, summarizer, cost, cost_note, probe_<category>, probe_all`` (recall of the
-            probes in the summary; ``summarizer`` is ``"extractive stand-in"`` for
-            ``pinb/scripted``; ``cost`` NaN with a ``cost_note`` when the price is unknown).
+            calls, calls_cached, calls_sent, summarizer, cost, cost_note, probe_<category>,
+            probe_all`` (recall of the probes in the summary; ``calls_cached`` /
+            ``calls_sent``: calls answered from ``cache_dir`` / sent to a model;
+            ``summarizer`` is ``"extractive stand-in"`` for ``pinb/scripted``; ``cost`` NaN with a ``cost_note`` when the price is unknown).
         summaries: variant → summary text.
         prompts: variant → PromptSet.
         probes: the probes every summary was scored against.
@@ -149,16 +151,21 @@ def tune(
     completion: Callable[..., Message] | None = None,
     window: int | None = None,
     baseline: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> TuningResult:
     """Preview the compaction of ``session`` once per prompt variant and compare.
 
     Args:
-        session: a path or a SessionTree (never modified: previews write nothing).
+        session: a path, a SessionTree or a session file's bytes (never modified: previews
+            write nothing; bytes travel to a Dask worker on another machine).
         variants: PromptSets (named ``default`` / ``variant i``) or a dict name → PromptSet.
         model: the summarizing model.
         settings: compaction settings (where the cut falls).
         focus, completion, window: passed to :func:`~pi_nb.compaction.preview_compaction`.
         baseline: the variant the others are diffed against (default: the first).
+        cache_dir: cache every summary call here, keyed by the request's content
+            (:mod:`pi_nb.research.cache`): a rerun sends nothing; per variant
+            ``calls_cached`` / ``calls_sent`` count the calls answered from the cache / sent.
 
     Raises:
         NothingToCompact / AlreadyCompacted when the session has nothing to summarize.
@@ -167,6 +174,7 @@ def tune(
 
     from ..compaction import CompactionSettings, preview_compaction
     from ._sessions import load_session
+    from .cache import CachedCompletion, CallCount
     from .costs import usage_cost
     from .probes import compacted_span, extract_probes, probe_recall, score_probes
     from .strategies import text_tokens
@@ -185,13 +193,14 @@ def tune(
     summaries: dict[str, str] = {}
     scores: dict[str, pd.DataFrame] = {}
     for name, prompts in named.items():
+        count = CallCount()
         result = preview_compaction(
             tree,
             model,
             settings=settings,
             prompts=prompts,
             focus=focus,
-            completion=completion,
+            completion=CachedCompletion(cache_dir, completion, count),
             window=window,
         )
         summaries[name] = result.summary
@@ -212,6 +221,8 @@ def tune(
                 "summary_tokens": text_tokens(result.summary),
                 "tokens_after": result.tokens_after,
                 "calls": result.calls,
+                "calls_cached": count.cached,
+                "calls_sent": count.sent,
                 "summarizer": summarizer,
                 "cost": cost,
                 "cost_note": cost_note,

@@ -10,14 +10,18 @@ from typing import Any
 
 import pytest
 
-from pi_nb.compaction import CompactionSettings
+from pi_nb.compaction import DEFAULT_PROMPTS, CompactionSettings
 from pi_nb.research.compare import COLUMNS, compare_strategies, plot_comparison
 from pi_nb.research.strategies import callable_strategy
+from pi_nb.research.survival import fact_survival
 from pi_nb.research.synthetic import generate_session
+from pi_nb.research.tuning import tune
 
 SETTINGS = CompactionSettings(keep_recent_tokens=1500, reserve_tokens=1500)
 OFFLINE = ["mask:2", "window:1500", "extractive"]
 VOLATILE = ["wall_time_s", "cached"]
+#: What a rerun changes on purpose: it sends nothing, the calls come from the cache.
+CALL_COUNTS = ["model_calls_cached", "model_calls_sent"]
 CALLS: list[int] = []
 STOP_AT: list[str] = []
 
@@ -104,7 +108,11 @@ def test_cache_hit_on_rerun_makes_no_model_calls(sessions: dict[str, str], tmp_p
         progress=False,
     )
     assert CALLS == [] and second["cached"].all()
-    assert _stable(second).equals(_stable(first))
+    assert (second["model_calls_sent"] == 0).all()
+    assert list(second["model_calls_cached"]) == list(first["model_calls_sent"])
+    assert _stable(second).drop(columns=CALL_COUNTS).equals(
+        _stable(first).drop(columns=CALL_COUNTS)
+    )
     # Another model, other settings or other prompts are other keys.
     CALLS.clear()
     other = CompactionSettings(keep_recent_tokens=1400, reserve_tokens=1500)
@@ -172,7 +180,7 @@ def test_in_memory_sessions_and_labels(tmp_path: Path) -> None:
         {"generated": tree}, ["mask:2"], settings=SETTINGS, cache_dir=tmp_path, progress=False
     )
     assert list(frame["session"]) == ["generated"] and len(tree) == before
-    assert (tmp_path / "sessions").is_dir()
+    assert not (tmp_path / "sessions").exists()  # the job carries the content: no copy
 
 
 def test_price_model_and_plot(sessions: dict[str, str]) -> None:
@@ -197,16 +205,82 @@ def test_price_model_and_plot(sessions: dict[str, str]) -> None:
     assert len(plot_comparison(mixed, source="real").axes) == 3
 
 
-def test_dask_local_cluster_executor(sessions: dict[str, str]) -> None:
-    distributed = pytest.importorskip("distributed")
+def _distributed() -> Any:
+    """dask.distributed; in CI (CI=true) its absence fails the test instead of skipping."""
+    import os
+
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        import distributed  # an ImportError here fails CI: the extra must be installed
+
+        return distributed
+    return pytest.importorskip("distributed")
+
+
+class RemovingExecutor:
+    """Submits to ``inner``; before the first job, moves the session files away (as if the
+    workers ran on machines that never had them)."""
+
+    def __init__(self, inner: Any, paths: list[str]) -> None:
+        self.inner, self.paths, self.jobs = inner, paths, []
+
+    def submit(self, fn: Any, job: Any) -> Any:
+        if not self.jobs:
+            for path in self.paths:
+                Path(path).rename(path + ".gone")
+        self.jobs.append(job)
+        return self.inner.submit(fn, job)
+
+
+def test_dask_cluster_of_worker_processes(sessions: dict[str, str], tmp_path: Path) -> None:
+    from dataclasses import fields
+
+    from pi_nb.research.compare import _Job
+
+    distributed = _distributed()
     serial = compare_strategies(sessions, OFFLINE, settings=SETTINGS, progress=False)
-    with distributed.Client(
-        processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None
-    ) as client:
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        processes=True,
+        threads_per_worker=1,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+    with cluster, distributed.Client(cluster) as client:
+        executor = RemovingExecutor(client.get_executor(), list(sessions.values()))
+        log = tmp_path / "study.jsonl"
         on_dask = compare_strategies(
-            sessions, OFFLINE, settings=SETTINGS, executor=client.get_executor(), progress=False
+            sessions,
+            OFFLINE,
+            settings=SETTINGS,
+            executor=executor,
+            results_path=log,
+            progress=False,
         )
+        workers = client.run(lambda: __import__("os").getpid())
+        # fact_survival and tune take the session's bytes: a remote worker needs no file.
+        data = Path(sessions["s1"] + ".gone").read_bytes()
+        survival = client.submit(fact_survival, data, "pi", k=2, settings=SETTINGS).result()
+        tuned = client.submit(tune, data, [DEFAULT_PROMPTS], settings=SETTINGS).result()
+    assert len(set(workers.values())) == 2  # two worker processes
+    assert survival.equals(fact_survival(data, "pi", k=2, settings=SETTINGS))
+    local = tune(data, [DEFAULT_PROMPTS], settings=SETTINGS)
+    assert tuned.frame.equals(local.frame) and tuned.summaries == local.summaries
+    assert not any(Path(p).exists() for p in sessions.values())  # the files were gone
+    assert on_dask["error"].isna().all()
     assert _stable(on_dask).equals(_stable(serial))
+    # Every result was logged as it came back: a rerun resumes with nothing left to run.
+    assert len(log.read_text().splitlines()) == len(serial)
+    resumed = compare_strategies(
+        {k: v + ".gone" for k, v in sessions.items()},
+        OFFLINE,
+        settings=SETTINGS,
+        results_path=log,
+        progress=False,
+    )
+    assert resumed["cached"].all()
+    # Jobs carry the session's content, never a local path.
+    assert not any("path" in f.name for f in fields(_Job))
+    assert all(job.session_data.startswith(b'{"type":"session"') for job in executor.jobs)
 
 
 def test_rows_name_the_summarizer_and_the_source(sessions: dict[str, str]) -> None:

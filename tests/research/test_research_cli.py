@@ -181,3 +181,42 @@ def test_compare_table_says_why_probe_columns_are_empty(capsys: pytest.CaptureFi
     ) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 2 and all(0 <= row["probe_all"] <= 1 for row in rows)
+
+
+def test_compare_dry_run_prints_the_plan_and_calls_nothing(
+    session_file: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pi_nb.llm
+    from pi_nb.cli import main
+
+    def no_call(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dry run called a model")
+
+    monkeypatch.setattr(pi_nb.llm, "complete", no_call)
+    argv = ["compare", session_file, "--strategies", "pi,extractive", "--keep", "1500"]
+    assert main([*argv, "--model", "gpt-4o-mini", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].split() == [
+        "session",
+        "strategy",
+        "model_calls",
+        "summary_calls",
+        "judge_calls",
+        "replay_calls",
+        "input_tokens",
+        "output_tokens_max",
+        "cost",
+        "error",
+    ]
+    pi = lines[1].split()
+    assert pi[:2] == ["s", "pi"] and int(pi[2]) == int(pi[3]) >= 1  # summary calls only
+    assert int(pi[6]) > 0 and float(pi[8]) > 0
+    assert lines[2].split()[:3] == ["s", "extractive", "0"]
+    assert lines[3].split()[0] == "TOTAL"
+    assert "dry run: no model was called" in captured.err
+    assert main([*argv, "--model", "no-such-model-xyz", "--dry-run", "--json"]) == 0
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)
+    assert rows[0]["cost"] is None and "no-such-model-xyz" in rows[0]["cost_note"]
+    assert "note: no price for no-such-model-xyz" in captured.err
