@@ -977,6 +977,10 @@ class Session:
             raise ValueError("edit() needs exactly one of omit=True or replace=...")
         self._require_idle("edit the context")
         target = self.resolve(entry_id)
+        if omit and any(
+            pe.id == target and pe.status == "omitted" for pe in self.tree.projection().entries
+        ):  # a second omit would only add a duplicate edit to the record
+            raise ValueError(f"{target} is already omitted from the context; nothing written")
         return self.tree.append_context_edit(target, None if omit else {"content": replace})
 
     @property

@@ -465,6 +465,10 @@ def test_branch_label_edit(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixtur
     ip.run_line_magic("pi", "edit 1a2b3c0c --omit")
     assert "omitted from" in capsys.readouterr().out
     assert all(pe.id != "1a2b3c0c" or not pe.messages for pe in session.context().entries)
+    count = len(session.tree.entries)
+    with pytest.raises(UsageError, match="already omitted from the context; nothing written"):
+        ip.run_line_magic("pi", "edit 1a2b3c0c --omit")
+    assert len(session.tree.entries) == count  # no duplicate edit in the record
 
     ip.run_line_magic("pi", "branch decimal-done --summarize --focus 'the docstring'")
     out = capsys.readouterr().out
