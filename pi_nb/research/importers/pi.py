@@ -13,14 +13,7 @@ import os
 from typing import Any
 
 from ...entries import ENTRY_TYPES, Entry
-from ._base import (
-    ImportReport,
-    ImportResult,
-    TranscriptImportError,
-    TreeBuilder,
-    existing_source,
-    file_seed,
-)
+from ._base import ImportResult, TranscriptImportError, start_import
 
 __all__ = ["import_pi"]
 
@@ -52,8 +45,7 @@ def import_pi(
     from ...session.jsonl import SessionError, SessionLoadWarning
     from ...session.tree import SessionTree
 
-    source = existing_source(src)
-    report = ImportReport("pi", os.path.abspath(source))
+    source, report, builder = start_import(src, "pi")
     if costs:
         report.warnings.append("costs not re-priced: a Pi file keeps the costs Pi recorded")
     try:
@@ -76,7 +68,6 @@ def import_pi(
         parent = entry.get("parentId")
         if parent is not None and parent not in ids:
             report.orphans += 1
-    builder = TreeBuilder(report, file_seed(source, "pi"))
     skipped = original.report.skipped
     for line in skipped:
         report.notes.append(f"line {line.line}: {line.reason}")
