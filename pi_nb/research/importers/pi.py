@@ -9,11 +9,10 @@ loses nothing (the original file is never changed).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from ...entries import ENTRY_TYPES, Entry
-from ._base import ImportResult, TranscriptImportError, start_import
+from ._base import ImportResult, StrPath, TranscriptImportError, start_import
 
 __all__ = ["import_pi"]
 
@@ -27,11 +26,7 @@ def _kind(entry: Entry) -> str:
 
 
 def import_pi(
-    src: str | os.PathLike[str],
-    out: str | os.PathLike[str] | None = None,
-    *,
-    costs: bool = False,
-    overwrite: bool = False,
+    src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
 ) -> ImportResult:
     """Validate a Pi session file and copy it to ``out`` (or load it in memory).
 
