@@ -12,7 +12,7 @@ import importlib.util
 import math
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,19 +49,35 @@ def usage_counts(usage: Any) -> dict[str, int | float]:
     return {key: _number(usage.get(key)) for key in USAGE_COUNTS}
 
 
+# What Pi counts of each content block type, per kind of content (others count 0).
+_BlockCounts = dict[str, Callable[[dict[str, Any]], int]]
+_USER_BLOCKS: _BlockCounts = {
+    "text": lambda block: _text_len(block.get("text")),
+    "image": lambda block: IMAGE_CHARS,
+}
+_ASSISTANT_BLOCKS: _BlockCounts = {
+    "text": lambda block: _text_len(block.get("text")),
+    "thinking": lambda block: _text_len(block.get("thinking")),
+    "toolCall": lambda block: (
+        _text_len(block.get("name")) + js_len(js_stringify(block.get("arguments")))
+    ),
+}
+
+
+def _blocks_chars(content: Any, counts: _BlockCounts) -> int:
+    chars = 0
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict):
+            count = counts.get(block.get("type"))
+            if count is not None:
+                chars += count(block)
+    return chars
+
+
 def _content_chars(content: Any) -> int:
     if isinstance(content, str):
         return js_len(content)
-    chars = 0
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            chars += _text_len(block.get("text"))
-        elif kind == "image":
-            chars += IMAGE_CHARS
-    return chars
+    return _blocks_chars(content, _USER_BLOCKS)
 
 
 def message_chars(message: Message) -> int:
@@ -78,19 +94,7 @@ def message_chars(message: Message) -> int:
     if role in ("user", "custom", "toolResult"):
         return _content_chars(message.get("content"))
     if role == "assistant":
-        chars = 0
-        content = message.get("content")
-        for block in content if isinstance(content, list) else ():
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text":
-                chars += _text_len(block.get("text"))
-            elif kind == "thinking":
-                chars += _text_len(block.get("thinking"))
-            elif kind == "toolCall":
-                chars += _text_len(block.get("name")) + js_len(js_stringify(block.get("arguments")))
-        return chars
+        return _blocks_chars(message.get("content"), _ASSISTANT_BLOCKS)
     if role == "bashExecution":
         return _text_len(message.get("command")) + _text_len(message.get("output"))
     if role in ("branchSummary", "compactionSummary"):
@@ -144,7 +148,9 @@ class ContextTokens:
         return asdict(self)
 
 
-def estimate_context_tokens(messages: Sequence[Message], cache: TokenCache | None = None) -> ContextTokens:
+def estimate_context_tokens(
+    messages: Sequence[Message], cache: TokenCache | None = None
+) -> ContextTokens:
     """Usage-first estimate over a message list (Pi's estimateContextTokens)."""
     est = cache.estimate if cache is not None else estimate_tokens
     return _usage_first(reversed(messages), len(messages), est)
@@ -274,7 +280,17 @@ class TokenCache:
 
 _ENCODINGS: dict[str, Any] = {}
 _ENC_LOCK = threading.Lock()
-_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")
+_O200K_PREFIXES = (
+    "gpt-4o",
+    "gpt-4.1",
+    "gpt-4.5",
+    "gpt-5",
+    "o1",
+    "o3",
+    "o4",
+    "chatgpt-4o",
+    "gpt-oss",
+)
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
 
 
@@ -299,7 +315,9 @@ def _tiktoken_cache_dir() -> str | None:
     spec = importlib.util.find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         return None
-    folder = os.path.join(next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers")
+    folder = os.path.join(
+        next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers"
+    )
     return folder if os.path.isdir(folder) else None
 
 

@@ -51,7 +51,7 @@ from .settings import (
     PiRelease,
     resolve_window,
 )
-from .summarize import Completion, SummaryResult, combine_usage, generate_summary
+from .summarize import Completion, SummaryKind, SummaryResult, combine_usage, generate_summary
 
 if TYPE_CHECKING:
     from ..projection import Projection
@@ -400,58 +400,40 @@ def _summarize(
     completion: Completion | None,
 ) -> _Plan:
     """The built-in summary: history (+ turn prefix), then the file lists."""
-    reserve = preparation.settings.reserve_tokens
-    release = preparation.settings.pi_release
-    results = []
+    settings = preparation.settings
+    results: list[SummaryResult] = []
+
+    def summarize(
+        messages: list[Message], kind: SummaryKind, previous: str | None = None
+    ) -> SummaryResult:
+        # focus is used for a turn prefix under Pi 1.6.0 only (generate_summary drops it for 1.3)
+        result = generate_summary(
+            messages,
+            model,
+            kind=kind,
+            previous_summary=previous,
+            reserve_tokens=settings.reserve_tokens,
+            prompts=prompts,
+            focus=focus,
+            accept_truncated=settings.accept_truncated,
+            window=window,
+            completion=completion,
+            pi_release=settings.pi_release,
+        )
+        results.append(result)
+        return result
+
     if preparation.is_split_turn and preparation.turn_prefix_messages:
         previous = preparation.previous_summary
         history = previous if previous is not None else NO_PRIOR_HISTORY
         if preparation.messages_to_summarize:
-            result = generate_summary(
-                preparation.messages_to_summarize,
-                model,
-                reserve_tokens=reserve,
-                prompts=prompts,
-                previous_summary=previous,
-                focus=focus,
-                kind="history",
-                window=window,
-                completion=completion,
-                accept_truncated=preparation.settings.accept_truncated,
-                pi_release=release,
-            )
-            results.append(result)
-            history = result.text
-        prefix = generate_summary(
-            preparation.turn_prefix_messages,
-            model,
-            reserve_tokens=reserve,
-            prompts=prompts,
-            focus=focus,  # used under Pi 1.6.0 only (generate_summary drops it for 1.3)
-            kind="turn_prefix",
-            window=window,
-            completion=completion,
-            accept_truncated=preparation.settings.accept_truncated,
-            pi_release=release,
-        )
-        results.append(prefix)
+            history = summarize(preparation.messages_to_summarize, "history", previous).text
+        prefix = summarize(preparation.turn_prefix_messages, "turn_prefix")
         summary = history + _TURN_CONTEXT_RULE + prefix.text
     else:
-        result = generate_summary(
-            preparation.messages_to_summarize,
-            model,
-            reserve_tokens=reserve,
-            prompts=prompts,
-            previous_summary=preparation.previous_summary,
-            focus=focus,
-            kind="history",
-            window=window,
-            completion=completion,
-            accept_truncated=preparation.settings.accept_truncated,
-            pi_release=release,
-        )
-        results.append(result)
-        summary = result.text
+        summary = summarize(
+            preparation.messages_to_summarize, "history", preparation.previous_summary
+        ).text
     details = preparation.file_ops.details()
     summary += format_file_operations(details["readFiles"], details["modifiedFiles"])
     return _Plan(

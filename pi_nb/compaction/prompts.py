@@ -27,17 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+# One list of the headings: the extractive summarizer (a lower layer) writes the same format.
+from ..models.extractive import SUMMARY_SECTIONS
+
 __all__ = ["DEFAULT_PROMPTS", "SUMMARY_SECTIONS", "TURN_PREFIX_SECTIONS", "PromptSet"]
 
-#: Top-level headings of a history summary, in order.
-SUMMARY_SECTIONS = (
-    "Goal",
-    "Constraints & Preferences",
-    "Progress",
-    "Key Decisions",
-    "Next Steps",
-    "Critical Context",
-)
 #: Headings of a turn-prefix summary.
 TURN_PREFIX_SECTIONS = ("Original Request", "Progress So Far", "Context Needed to Continue")
 

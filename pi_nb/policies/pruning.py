@@ -463,6 +463,10 @@ def _message_key(message: Message) -> tuple[Any, ...]:
     return (message.get("role"), message.get("timestamp"), message.get("toolCallId"))
 
 
+#: The :func:`prune_messages` options a :class:`RelevancePruner` keeps as attributes.
+_OPTIONS = ("budget", "ratio", "keep_last", "include_assistant", "ranker", "placeholder")
+
+
 class RelevancePruner(HookedPolicy):
     """The ``context`` handler that prunes each request (see the module docstring).
 
@@ -515,15 +519,7 @@ class RelevancePruner(HookedPolicy):
 
     def prune(self, messages: Sequence[Message]) -> tuple[list[Message], PruneReport]:
         """:func:`prune_messages` with this pruner's settings."""
-        return prune_messages(
-            messages,
-            budget=self.budget,
-            ratio=self.ratio,
-            keep_last=self.keep_last,
-            include_assistant=self.include_assistant,
-            ranker=self.ranker,
-            placeholder=self.placeholder,
-        )
+        return prune_messages(messages, **{name: getattr(self, name) for name in _OPTIONS})
 
     def _entries(self, tree: SessionTree) -> dict[tuple[Any, ...], str]:
         keys: dict[tuple[Any, ...], str] = {}

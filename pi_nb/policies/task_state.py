@@ -229,30 +229,19 @@ def clear_task_state(session: Any, by: str = "user") -> TaskState:
 # --- the agent's tool ----------------------------------------------------------------------------
 
 
+def _strings(description: str) -> dict[str, Any]:
+    """JSON schema of a list of strings."""
+    return {"type": "array", "items": {"type": "string"}, "description": description}
+
+
 _TOOL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "goal": {"type": "string", "description": "The new goal (replaces the current one)."},
-        "add_constraints": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Constraints to add (rules that hold for the whole task).",
-        },
-        "remove_constraints": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Constraints to remove (their exact text).",
-        },
-        "add_decisions": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Decisions to record, with the reason.",
-        },
-        "remove_decisions": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Decisions to withdraw (their exact text).",
-        },
+        "add_constraints": _strings("Constraints to add (rules that hold for the whole task)."),
+        "remove_constraints": _strings("Constraints to remove (their exact text)."),
+        "add_decisions": _strings("Decisions to record, with the reason."),
+        "remove_decisions": _strings("Decisions to withdraw (their exact text)."),
     },
 }
 

@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from ..compaction import (
     DEFAULT_PROMPTS,
@@ -72,6 +72,8 @@ __all__ = [
     "PinnedSummary",
     "RelevancePruning",
     "SlidingWindow",
+    "Strategy",
+    "StrategyRequest",
     "StrategyResult",
     "StrategyRun",
     "callable_strategy",
@@ -204,6 +206,34 @@ class StrategyResult:
 # --- the protocol ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class StrategyRequest:
+    """The keyword arguments of one :meth:`Compactor.compact` call, as the built-in
+    strategies receive them (:meth:`Strategy.apply`)."""
+
+    model: str
+    settings: CompactionSettings | None = None
+    prompts: PromptSet | None = None
+    completion: Callable[..., Message] | None = None
+    window: int | None = None
+
+    @property
+    def model_settings(self) -> CompactionSettings:
+        """``settings`` (default :class:`CompactionSettings`) for ``model``."""
+        return strategy_settings(self.settings, self.model)
+
+    def summarizer(self) -> dict[str, Any]:
+        """The summarizing model's keywords (``model``, ``prompts``, ``window``,
+        ``completion``), as :func:`~pi_nb.compaction.compact`, :func:`generate_summary`,
+        :class:`~pi_nb.policies.pins.PinPolicy` and :meth:`Compactor.compact` take them."""
+        return {
+            "model": self.model,
+            "prompts": self.prompts,
+            "window": self.window,
+            "completion": self.completion,
+        }
+
+
 @runtime_checkable
 class Compactor(Protocol):
     """A compaction strategy: appends its entries on its own branch from ``fork_id``.
@@ -225,6 +255,41 @@ class Compactor(Protocol):
         completion: Callable[..., Message] | None = None,
         window: int | None = None,
     ) -> StrategyResult: ...
+
+
+class Strategy(Compactor):
+    """The base of the built-in strategies: :meth:`compact` starts the :class:`StrategyRun`
+    at the fork and hands the call's keywords, as a :class:`StrategyRequest`, to
+    :meth:`apply`, which each strategy implements."""
+
+    #: Entry types that make the result ``compacted`` (None: any appended entry does).
+    changes: ClassVar[tuple[str, ...] | None] = None
+    #: Whether ``compact`` requires ``model=`` (the strategies that call no model do not).
+    needs_model: ClassVar[bool] = True
+
+    def compact(
+        self,
+        tree: SessionTree,
+        *,
+        model: str | None = None,
+        settings: CompactionSettings | None = None,
+        prompts: PromptSet | None = None,
+        fork_id: str | None = None,
+        completion: Callable[..., Message] | None = None,
+        window: int | None = None,
+    ) -> StrategyResult:
+        if model is None:
+            if self.needs_model:  # as when ``model`` was a required keyword
+                raise TypeError(
+                    f"{type(self).__name__}.compact() missing required keyword argument: 'model'"
+                )
+            model = ""
+        run = StrategyRun(self.name, tree, fork_id, changes=self.changes)
+        return self.apply(run, StrategyRequest(model, settings, prompts, completion, window))
+
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        """Do the strategy on ``run.tree`` (already at the fork); return ``run.result(…)``."""
+        raise NotImplementedError
 
 
 def strategy_key(strategy: Any) -> str:
@@ -313,7 +378,7 @@ def summarized_span(preparation: CompactionPreparation) -> list[Message]:
 
 
 @dataclass
-class PiSummary:
+class PiSummary(Strategy):
     """Pi's structured six-section summary (the default compaction engine).
 
     Args:
@@ -330,31 +395,12 @@ class PiSummary:
     def name(self) -> str:
         return "pi" if self.incremental else "pi-scratch"
 
-    def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str,
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
-    ) -> StrategyResult:
-        run = StrategyRun(self.name, tree, fork_id)
-        settings = strategy_settings(settings, model)
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        settings = request.model_settings
         if not self.incremental:
-            return self._scratch(run, model, settings, prompts, completion, window)
+            return self._scratch(run, request, settings)
         try:
-            done = compact(
-                tree,
-                model,
-                settings=settings,
-                prompts=prompts,
-                focus=self.focus,
-                completion=completion,
-                window=window,
-            )
+            done = compact(run.tree, settings=settings, focus=self.focus, **request.summarizer())
         except CompactionError as exc:  # nothing to compact, already compacted
             return run.result(note=str(exc))
         return run.result(
@@ -365,13 +411,7 @@ class PiSummary:
         )
 
     def _scratch(
-        self,
-        run: StrategyRun,
-        model: str,
-        settings: CompactionSettings,
-        prompts: PromptSet | None,
-        completion: Callable[..., Message] | None,
-        window: int | None,
+        self, run: StrategyRun, request: StrategyRequest, settings: CompactionSettings
     ) -> StrategyResult:
         tree = run.tree
         preparation = prepare_branch(tree, settings)
@@ -383,33 +423,42 @@ class PiSummary:
             file_ops_from_message(message, ops)
         generated = generate_summary(
             messages,
-            model,
             reserve_tokens=settings.reserve_tokens,
-            prompts=prompts,
             focus=self.focus,
-            window=window,
-            completion=completion,
             pi_release=settings.pi_release,
+            **request.summarizer(),
         )
-        details: dict[str, Any] = ops.details()
+        details = ops.details()
         summary = generated.text + format_file_operations(
             details["readFiles"], details["modifiedFiles"]
         )
-        details["strategy"] = self.name
-        tree.append_compaction(
-            summary,
-            preparation.first_kept_entry_id,
-            preparation.tokens_before,
-            details,
-            None,
-            generated.usage,
-        )
-        return run.result(
-            summary=summary,
-            calls=generated.calls,
-            usage=generated.usage,
-            details={"firstKeptEntryId": preparation.first_kept_entry_id},
-        )
+        return _summary_at_cut(run, preparation, summary, generated.usage, generated.calls, details)
+
+
+def _summary_at_cut(
+    run: StrategyRun,
+    preparation: CompactionPreparation,
+    summary: str,
+    usage: dict[str, Any] | None,
+    calls: int,
+    details: dict[str, Any],
+) -> StrategyResult:
+    """Append the compaction entry with ``summary`` at Pi's cut (``details`` plus the
+    strategy's name) and return the run's result."""
+    run.tree.append_compaction(
+        summary,
+        preparation.first_kept_entry_id,
+        preparation.tokens_before,
+        {**details, "strategy": run.name},
+        None,
+        usage,
+    )
+    return run.result(
+        summary=summary,
+        calls=calls,
+        usage=usage,
+        details={"firstKeptEntryId": preparation.first_kept_entry_id},
+    )
 
 
 def original_history(branch: Sequence[Entry], first_kept_id: str) -> list[Message]:
@@ -442,7 +491,7 @@ MASK_PLACEHOLDER = (
 
 
 @dataclass
-class ObservationMasking:
+class ObservationMasking(Strategy):
     """Replace old tool results by placeholders (context edits); keep the last ``keep_last``.
 
     Assistant reasoning and tool calls stay; only observations are masked (JetBrains'
@@ -457,23 +506,13 @@ class ObservationMasking:
     keep_last: int = 3
     placeholder: str = MASK_PLACEHOLDER
     name: str = field(default="mask", init=False)
+    needs_model = False
 
     def __post_init__(self) -> None:
         _check_count("mask", "keep_last", self.keep_last)
 
-    def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str = "",
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
-    ) -> StrategyResult:
-        run = StrategyRun(self.name, tree, fork_id)
-        masked, kept = mask_tool_results(tree, self.keep_last, self.placeholder)
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        masked, kept = mask_tool_results(run.tree, self.keep_last, self.placeholder)
         return run.result(details={"masked": masked, "kept": kept})
 
 
@@ -512,7 +551,7 @@ def mask_tool_results(
 
 
 @dataclass
-class SlidingWindow:
+class SlidingWindow(Strategy):
     """Truncation: keep the most recent ``keep_tokens`` tokens, drop the rest.
 
     Written as a compaction entry whose summary is one line saying what was dropped (no
@@ -521,23 +560,14 @@ class SlidingWindow:
 
     keep_tokens: int = 2000
     name: str = field(default="window", init=False)
+    needs_model = False
 
     def __post_init__(self) -> None:
         _check_count("window", "keep_tokens", self.keep_tokens)
 
-    def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str = "",
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
-    ) -> StrategyResult:
-        run = StrategyRun(self.name, tree, fork_id)
-        settings = replace(strategy_settings(settings, model), keep_recent_tokens=self.keep_tokens)
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        tree = run.tree
+        settings = replace(request.model_settings, keep_recent_tokens=self.keep_tokens)
         preparation = prepare_branch(tree, settings)
         if preparation is None:
             return run.result(note="Nothing to compact")
@@ -567,7 +597,7 @@ class SlidingWindow:
 
 
 @dataclass
-class Hybrid:
+class Hybrid(Strategy):
     """Mask old observations first; summarize (Pi's engine) only if still over budget.
 
     Args:
@@ -586,34 +616,19 @@ class Hybrid:
         _check_count("hybrid", "keep_last", self.keep_last)
         _check_count("hybrid", "budget", self.budget, optional=True)
 
-    def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str,
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
-    ) -> StrategyResult:
-        run = StrategyRun(self.name, tree, fork_id)
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        tree = run.tree
         masked, kept = mask_tool_results(tree, self.keep_last)
-        settings = strategy_settings(settings, model)
+        settings = request.model_settings
         budget = self.budget
         if budget is None:
-            budget = resolve_window(model, window) - settings.reserve_tokens
+            budget = resolve_window(request.model, request.window) - settings.reserve_tokens
         after_mask = context_size(tree, tree.leaf_id)
         details: dict[str, Any] = {"masked": masked, "kept": kept, "tokensAfterMask": after_mask}
         if after_mask <= budget:
             return run.result(details={**details, "summarized": False})
         summary = PiSummary(self.incremental).compact(
-            tree,
-            model=model,
-            settings=settings,
-            prompts=prompts,
-            completion=completion,
-            window=window,
+            tree, settings=settings, **request.summarizer()
         )
         return run.result(
             summary=summary.summary,
@@ -627,38 +642,34 @@ class Hybrid:
 # --- summaries without Pi's engine ----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class SummaryInput:
+    """What a :class:`_SummaryStrategy` summarizes: the messages, the summary being updated
+    (None the first time or from scratch), the preparation and the prompts."""
+
+    messages: list[Message]
+    previous: str | None
+    preparation: CompactionPreparation
+    prompts: PromptSet
+
+
 @dataclass
-class _SummaryStrategy:
+class _SummaryStrategy(Strategy):
     """A compaction at Pi's cut whose summary comes from :meth:`summarize`."""
 
     incremental: bool = True
     file_lists: bool = True
 
     name = "summary"
+    needs_model = False
 
-    def summarize(
-        self,
-        messages: list[Message],
-        previous: str | None,
-        preparation: CompactionPreparation,
-        prompts: PromptSet,
-    ) -> tuple[str, dict[str, Any] | None, int]:
-        """(summary, usage or None, model calls)."""
+    def summarize(self, span: SummaryInput) -> tuple[str, dict[str, Any] | None, int]:
+        """(summary, usage or None, model calls) of ``span``."""
         raise NotImplementedError
 
-    def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str = "",
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
-    ) -> StrategyResult:
-        run = StrategyRun(self.name, tree, fork_id)
-        preparation = prepare_branch(tree, strategy_settings(settings, model))
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        tree = run.tree
+        preparation = prepare_branch(tree, request.model_settings)
         if preparation is None:
             return run.result(note="Nothing to compact")
         if self.incremental:
@@ -668,25 +679,12 @@ class _SummaryStrategy:
             messages = original_history(tree.get_branch(), preparation.first_kept_entry_id)
             previous = None
         summary, usage, calls = self.summarize(
-            messages, previous, preparation, prompts or DEFAULT_PROMPTS
+            SummaryInput(messages, previous, preparation, request.prompts or DEFAULT_PROMPTS)
         )
         details, lists = _file_lists(preparation)
         if self.file_lists:
             summary += lists
-        tree.append_compaction(
-            summary,
-            preparation.first_kept_entry_id,
-            preparation.tokens_before,
-            {**details, "strategy": self.name},
-            None,
-            usage,
-        )
-        return run.result(
-            summary=summary,
-            calls=calls,
-            usage=usage,
-            details={"firstKeptEntryId": preparation.first_kept_entry_id},
-        )
+        return _summary_at_cut(run, preparation, summary, usage, calls, details)
 
 
 @dataclass
@@ -696,16 +694,10 @@ class Extractive(_SummaryStrategy):
 
     name = "extractive"
 
-    def summarize(
-        self,
-        messages: list[Message],
-        previous: str | None,
-        preparation: CompactionPreparation,
-        prompts: PromptSet,
-    ) -> tuple[str, dict[str, Any] | None, int]:
-        conversation = serialize_conversation(convert_to_llm(messages))
-        budget = math.floor(0.8 * preparation.settings.reserve_tokens)
-        return extractive_summary(conversation, previous, max(budget, 1)), None, 0
+    def summarize(self, span: SummaryInput) -> tuple[str, dict[str, Any] | None, int]:
+        conversation = serialize_conversation(convert_to_llm(span.messages))
+        budget = math.floor(0.8 * span.preparation.settings.reserve_tokens)
+        return extractive_summary(conversation, span.previous, max(budget, 1)), None, 0
 
 
 @dataclass
@@ -726,17 +718,11 @@ class CallableStrategy(_SummaryStrategy):
     def name(self) -> str:  # type: ignore[override]
         return self.label
 
-    def summarize(
-        self,
-        messages: list[Message],
-        previous: str | None,
-        preparation: CompactionPreparation,
-        prompts: PromptSet,
-    ) -> tuple[str, dict[str, Any] | None, int]:
+    def summarize(self, span: SummaryInput) -> tuple[str, dict[str, Any] | None, int]:
         if self.fn is None:
             raise ValueError("CallableStrategy needs a function")
-        instructions = prompts.update if previous else prompts.initial
-        out = self.fn(list(messages), previous, instructions)
+        instructions = span.prompts.update if span.previous else span.prompts.initial
+        out = self.fn(list(span.messages), span.previous, instructions)
         if isinstance(out, Mapping):
             return str(out.get("summary", "")), out.get("usage"), int(out.get("calls", 0) or 0)
         if not isinstance(out, str):
@@ -786,14 +772,12 @@ def constraint_sentences(messages: Sequence[Message], limit: int = 8) -> list[st
     return out
 
 
-def _policy_run(name: str, tree: SessionTree, fork_id: str | None) -> StrategyRun:
-    """A policy's result counts as compacted when its branch got a compaction or a context
-    edit."""
-    return StrategyRun(name, tree, fork_id, changes=("compaction", "context_edit"))
+#: A policy's result counts as compacted when its branch got a compaction or a context edit.
+_POLICY_CHANGES = ("compaction", "context_edit")
 
 
 @dataclass
-class PinnedSummary:
+class PinnedSummary(Strategy):
     """Pi's summary with pins guaranteed to survive (:class:`~pi_nb.policies.pins.PinPolicy`).
 
     Args:
@@ -806,20 +790,11 @@ class PinnedSummary:
     restore: str = "append"
     facts: tuple[str, ...] = ()
     name: str = field(default="pinned", init=False)
+    changes = _POLICY_CHANGES
 
-    def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str,
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
-    ) -> StrategyResult:
-        run = _policy_run(self.name, tree, fork_id)
-        settings = strategy_settings(settings, model)
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        tree = run.tree
+        settings = request.model_settings
         preparation = prepare_branch(tree, settings)
         if preparation is None:
             return run.result(note="Nothing to compact")
@@ -830,22 +805,11 @@ class PinnedSummary:
             pin(tree, text=fact)
         hooks = Hooks()
         policy = PinPolicy(
-            model=model,
-            prompts=prompts,
-            window=window,
-            completion=completion,
             restore=self.restore,  # type: ignore[arg-type]
+            **request.summarizer(),
         ).install(hooks)
         try:
-            done = compact(
-                tree,
-                model,
-                settings=settings,
-                prompts=prompts,
-                hooks=hooks,
-                window=window,
-                completion=completion,
-            )
+            done = compact(tree, settings=settings, hooks=hooks, **request.summarizer())
         except CompactionError as exc:
             return run.result(note=str(exc))
         finally:
@@ -866,7 +830,7 @@ class PinnedSummary:
 
 
 @dataclass
-class RelevancePruning:
+class RelevancePruning(Strategy):
     """Relevance pruning of the context at the fork, recorded as context edits.
 
     Args:
@@ -883,28 +847,14 @@ class RelevancePruning:
     include_assistant: bool = False
     ranker: str = "bm25"
     name: str = field(default="prune", init=False)
+    changes = _POLICY_CHANGES
+    needs_model = False
 
-    def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str = "",
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
-    ) -> StrategyResult:
-        run = _policy_run(self.name, tree, fork_id)
-        pruner = RelevancePruner(
-            tree,
-            budget=self.budget,
-            ratio=self.ratio,
-            keep_last=self.keep_last,
-            include_assistant=self.include_assistant,
-            ranker=self.ranker,
-            record=True,
-        )
+    def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
+        tree = run.tree
+        # This strategy's parameters are the pruner's options of the same names.
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        pruner = RelevancePruner(tree, record=True, **options)
         messages = [m for m in tree.projection().messages if m.get("role") != "system"]
         pruner.on_context(Event(type=CONTEXT, messages=messages))
         report = pruner.reports[-1]

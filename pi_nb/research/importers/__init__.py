@@ -154,7 +154,13 @@ def import_transcript(
 ) -> ImportResult:
     """Import ``src`` with the importer for ``kind`` (``"auto"`` guesses it).
 
-    Extra keyword arguments (``costs``, ``overwrite`` …) go to the importer.
+    Extra keyword arguments go to the importer; every importer takes:
+
+    Args:
+        src: the transcript file.
+        out: the Pi session file to write; None builds the session in memory.
+        costs: price assistant usage with litellm's bundled table (imports litellm).
+        overwrite: replace an existing ``out``.
     """
     existing_source(src)
     name = detect_format(src) if kind == "auto" else kind

@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...entries import CURRENT_SESSION_VERSION, Entry, Message, empty_usage, iso_to_ms
 
+#: A path argument: text or any os.PathLike of text.
+StrPath = str | os.PathLike[str]
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -34,6 +37,7 @@ __all__ = [
     "IMPORT_PREFIX",
     "ImportReport",
     "ImportResult",
+    "StrPath",
     "TranscriptImportError",
     "TreeBuilder",
     "read_json_lines",

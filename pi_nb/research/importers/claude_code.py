@@ -30,13 +30,13 @@ sub-agent ``isSidechain`` records start their own roots); the tree is kept as is
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from typing import Any
 
 from ...entries import Entry, Message
 from ._base import (
     ImportResult,
+    StrPath,
     TranscriptImportError,
     TreeBuilder,
     finish_compactions,
@@ -315,20 +315,10 @@ class _Importer:
 
 
 def import_claude_code(
-    src: str | os.PathLike[str],
-    out: str | os.PathLike[str] | None = None,
-    *,
-    costs: bool = False,
-    overwrite: bool = False,
+    src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
 ) -> ImportResult:
-    """Import a Claude Code JSONL transcript as a Pi session (written to ``out`` if given).
-
-    Args:
-        src: the transcript file.
-        out: the Pi session file to write; None builds the session in memory.
-        costs: price assistant usage with litellm's bundled table (imports litellm).
-        overwrite: replace an existing ``out``.
-    """
+    """Import the Claude Code JSONL transcript ``src`` as a Pi session (the arguments are
+    every importer's: see :func:`~pi_nb.research.importers.import_transcript`)."""
     source, report, builder = start_import(src, "claude-code")
     importer = _Importer(builder, costs)
     lines = read_records(source, report)

@@ -39,13 +39,13 @@ items) is read too.
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
 from ...entries import Entry, Message
 from ._base import (
     ImportResult,
+    StrPath,
     TranscriptImportError,
     TreeBuilder,
     finish_compactions,
@@ -385,20 +385,10 @@ class _Importer:
 
 
 def import_codex(
-    src: str | os.PathLike[str],
-    out: str | os.PathLike[str] | None = None,
-    *,
-    costs: bool = False,
-    overwrite: bool = False,
+    src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
 ) -> ImportResult:
-    """Import a Codex CLI rollout JSONL file as a Pi session (written to ``out`` if given).
-
-    Args:
-        src: the rollout file.
-        out: the Pi session file to write; None builds the session in memory.
-        costs: price assistant usage with litellm's bundled table (imports litellm).
-        overwrite: replace an existing ``out``.
-    """
+    """Import the Codex CLI rollout JSONL file ``src`` as a Pi session (the arguments are
+    every importer's: see :func:`~pi_nb.research.importers.import_transcript`)."""
     source, report, builder = start_import(src, "codex")
     importer = _Importer(builder, costs)
     seen_item = False

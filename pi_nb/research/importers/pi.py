@@ -9,18 +9,10 @@ loses nothing (the original file is never changed).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from ...entries import ENTRY_TYPES, Entry
-from ._base import (
-    ImportReport,
-    ImportResult,
-    TranscriptImportError,
-    TreeBuilder,
-    existing_source,
-    file_seed,
-)
+from ._base import ImportResult, StrPath, TranscriptImportError, start_import
 
 __all__ = ["import_pi"]
 
@@ -34,11 +26,7 @@ def _kind(entry: Entry) -> str:
 
 
 def import_pi(
-    src: str | os.PathLike[str],
-    out: str | os.PathLike[str] | None = None,
-    *,
-    costs: bool = False,
-    overwrite: bool = False,
+    src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
 ) -> ImportResult:
     """Validate a Pi session file and copy it to ``out`` (or load it in memory).
 
@@ -52,8 +40,7 @@ def import_pi(
     from ...session.jsonl import SessionError, SessionLoadWarning
     from ...session.tree import SessionTree
 
-    source = existing_source(src)
-    report = ImportReport("pi", os.path.abspath(source))
+    source, report, builder = start_import(src, "pi")
     if costs:
         report.warnings.append("costs not re-priced: a Pi file keeps the costs Pi recorded")
     try:
@@ -76,7 +63,6 @@ def import_pi(
         parent = entry.get("parentId")
         if parent is not None and parent not in ids:
             report.orphans += 1
-    builder = TreeBuilder(report, file_seed(source, "pi"))
     skipped = original.report.skipped
     for line in skipped:
         report.notes.append(f"line {line.line}: {line.reason}")
