@@ -738,17 +738,21 @@ def compare_strategies(
     return frame
 
 
-def _judge_log(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    import pandas as pd
-
+def _judge_log(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The audit log as plain records (``pd.DataFrame(frame.attrs["judge_log"])`` is the
+    table): a DataFrame in ``attrs`` would make ``pd.concat`` of two comparison tables fail,
+    since pandas compares the inputs' attrs with ``==``."""
     from .judge import JUDGE_COLUMNS
 
-    records = [
-        {"session": row["session"], "strategy": row["strategy"], **entry}
-        for row in rows
-        for entry in row.get("judge_log") or []
+    columns = ["session", "strategy", *JUDGE_COLUMNS]
+    return [
+        {column: record.get(column) for column in columns}
+        for record in (
+            {"session": row["session"], "strategy": row["strategy"], **entry}
+            for row in rows
+            for entry in row.get("judge_log") or []
+        )
     ]
-    return pd.DataFrame(records, columns=["session", "strategy", *JUDGE_COLUMNS])
 
 
 def study_notes(frame: pd.DataFrame) -> list[str]:

@@ -213,7 +213,10 @@ def fact_survival(
     )
     if per_probe:
         out.insert(0, "source", source)
-    out.attrs["judge_log"] = pd.concat(logs, ignore_index=True) if logs else None
+    # plain records, not a DataFrame: pandas compares attrs with == when concatenating
+    out.attrs["judge_log"] = (
+        pd.concat(logs, ignore_index=True).to_dict(orient="records") if logs else None
+    )
     return out
 
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from pi_nb.compaction import DEFAULT_PROMPTS, CompactionSettings
@@ -95,7 +96,7 @@ def test_rerun_answers_every_call_from_the_cache(sessions: dict[str, str], tmp_p
     assert (second["model_calls_sent"] == 0).all()
     stable = [c for c in first.columns if c not in VOLATILE]
     assert second[stable].equals(first[stable])  # identical rows
-    assert second.attrs["judge_log"].equals(first.attrs["judge_log"])
+    assert pd.DataFrame(second.attrs["judge_log"]).equals(pd.DataFrame(first.attrs["judge_log"]))
 
 
 def test_a_changed_prompt_misses_and_unchanged_requests_hit(

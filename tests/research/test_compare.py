@@ -8,6 +8,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from pi_nb.compaction import DEFAULT_PROMPTS, CompactionSettings
@@ -373,7 +374,7 @@ def test_judge_columns_log_and_failures(sessions: dict[str, str]) -> None:
     assert (frame["judge_artifact"] == 4.0).all() and frame["judge_decision"].isna().all()
     assert (frame["judge_grader"] == "judge judge-x").all()
     assert frame["judge_error"].str.contains("unparseable reply 'no idea'").all()
-    log = frame.attrs["judge_log"]
+    log = pd.DataFrame(frame.attrs["judge_log"])
     assert len(log) == frame["probes"].sum()
     assert {"session", "strategy", "question", "answer", "grade_reply", "grade", "error"} <= set(
         log.columns
@@ -425,3 +426,14 @@ def test_continuation_replay(sessions: dict[str, str]) -> None:
         {"content": [{"type": "toolCall", "name": "bash", "arguments": {"command": "ls"}}]}
     )
     assert step.key() == ("bash", "ls")
+
+
+def test_two_comparison_tables_concatenate(tmp_path):
+    """The judge log in ``attrs`` is plain records: ``pd.concat`` of two tables (which
+    compares their attrs with ==) must not fail, judged or not."""
+    sessions = [generate_session(8, seed=3)]
+    first = compare_strategies(sessions, ["mask:2"], model="pinb/scripted")
+    second = compare_strategies(sessions, ["window:300"], model="pinb/scripted")
+    both = pd.concat([first, second], ignore_index=True)
+    assert list(both["strategy"]) == ["mask", "window"]
+    assert isinstance(first.attrs["judge_log"], list)

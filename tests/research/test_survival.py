@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from pi_nb.compaction import CompactionSettings
@@ -110,6 +111,6 @@ def test_survival_rows_name_their_source_and_carry_judge_scores() -> None:
     assert set(frame["source"]) == {"synthetic"}
     overall = frame[frame["category"] == "all"]
     assert list(overall["judge_score"]) == [3.0, 3.0] and overall["judge_error"].isna().all()
-    log = frame.attrs["judge_log"]
+    log = pd.DataFrame(frame.attrs["judge_log"])
     assert list(log.columns) == ["strategy", "round", *JUDGE_COLUMNS]
     assert sorted(set(log["round"])) == [0, 1] and len(log) == 2 * overall["probes"].iloc[0]
