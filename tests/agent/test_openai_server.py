@@ -383,12 +383,12 @@ def test_cli_without_window_says_the_window_is_assumed(
 def test_magics_config_api_base(
     served: tuple[str, Recorder], tmp_path: Path, no_key: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from IPython.testing.globalipapp import get_ipython
+    from IPython.testing import globalipapp  # its get_ipython, looked up at call time
 
     import pi_nb
 
     api_base, record = served
-    shell = get_ipython()
+    shell = globalipapp.get_ipython()
     pi_nb.load_ipython_extension(shell)
     magics = shell.magics_manager.registry["PiMagics"]
     try:

@@ -308,7 +308,14 @@ def test_follow_mode_updates_the_view_as_another_process_writes(
         explorer.locator(".pinb-ctx .pinb-row", has_text="FOLLOWED-SUMMARY").first.wait_for(
             timeout=20_000
         )
-        expected = widget_state.token_state(SessionTree.open(copy))["used"]
+        # one basis: the file's messages (as a fresh open estimates them) plus the system
+        # prompt and tool declarations the bar shows as their own segment
+        overhead = page.evaluate(
+            "() => { const e = [...document.querySelectorAll('.pinb-explorer .pinb-leg')]"
+            ".find((x) => x.textContent.startsWith('system prompt + tool declarations'));"
+            " return e ? Number(e.textContent.replace(/[^0-9]/g, '')) : 0; }"
+        )
+        expected = widget_state.token_state(SessionTree.open(copy))["used"] + overhead
         page.wait_for_function(
             "(n) => document.querySelector('.pinb-explorer .pinb-used').textContent === n",
             arg=f"{expected:,}",

