@@ -68,7 +68,8 @@ def _blocks_chars(content: Any, counts: _BlockCounts) -> int:
     chars = 0
     for block in content if isinstance(content, list) else ():
         if isinstance(block, dict):
-            count = counts.get(block.get("type"))
+            kind = block.get("type")  # hostile files: a list or dict type is no block type
+            count = counts.get(kind) if isinstance(kind, str) else None
             if count is not None:
                 chars += count(block)
     return chars

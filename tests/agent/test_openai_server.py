@@ -417,6 +417,9 @@ def test_magics_config_api_base(
             magics.session.tree.close()
         for name, value in (("api_base", ""), ("model", ""), ("window", None), ("max_tokens", None)):
             setattr(magics, name, value)
+        # %config lands in the shared test shell's config too; later magics read it at load
+        for name in ("session_dir", "tools", "model", "window", "max_tokens", "api_base"):
+            shell.config.PiMagics.pop(name, None)
 
 
 def test_compare_summarizes_through_the_server(
