@@ -29,8 +29,9 @@ What a row means:
 
 At scale:
 
-- ``executor``: any ``concurrent.futures``-style executor (``ThreadPoolExecutor``,
-  ``ProcessPoolExecutor``, ``dask.distributed.Client.get_executor()`` …) runs the jobs;
+- ``executor``: a Dask ``distributed.Client`` (the jobs go out in one batch) or any
+  ``concurrent.futures``-style executor (``ThreadPoolExecutor``, ``ProcessPoolExecutor``,
+  ``client.get_executor()`` …) runs the jobs;
   jobs and results are plain picklable data. A job carries the session's content (its
   bytes), not a path: workers on other machines need no access to the caller's files.
 - ``cache_dir``: each result is stored as ``<key>.json``, keyed by the session's hash,
@@ -587,8 +588,8 @@ def compare_strategies(
         model: litellm name of the summarizing model.
         settings: compaction settings (``keep_recent_tokens`` decides the cut).
         prompts: the prompt set of Pi's summarizer.
-        executor: a ``concurrent.futures``-style executor (``submit`` returning futures);
-            None runs in this process, one job after another.
+        executor: a Dask ``distributed.Client``, or a ``concurrent.futures``-style executor
+            (``submit`` returning futures); None runs in this process, one job after another.
         cache_dir: where results are cached (one JSON file per job key), and every model
             call (``cache_dir/calls``, keyed by the request's content).
         results_path: JSONL file every finished row is appended to (default
@@ -713,11 +714,7 @@ def compare_strategies(
             for index in pending:
                 finish(index, run_job(jobs[index]))
         else:
-            futures = {executor.submit(run_job, jobs[i]): i for i in pending}
-            if all(isinstance(f, Future) for f in futures):
-                done: Iterable[Any] = as_completed(futures)
-            else:  # other future types: wait in submission order
-                done = list(futures)
+            futures, done = _submit_all(executor, [jobs[i] for i in pending], pending)
             try:
                 for future in done:
                     finish(futures[future], future.result())
@@ -736,6 +733,35 @@ def compare_strategies(
     frame.attrs["judge_log"] = _judge_log(ordered)
     frame.attrs["notes"] = study_notes(frame)
     return frame
+
+
+def _submit_all(
+    executor: Any, batch: Sequence[_Job], indexes: Sequence[int]
+) -> tuple[dict[Any, int], Iterable[Any]]:
+    """Submit every job; return ``{future: index}`` and the futures in completion order.
+
+    A Dask ``Client`` gets the whole batch in one ``map`` and hands results back through its
+    own ``as_completed``: its ``get_executor()`` wrapper fetches each result from a callback
+    one at a time, which measured slower than running serially (bench/bench_study.py).
+    """
+    if _is_dask_client(executor):
+        from distributed import as_completed as dask_as_completed
+
+        submitted = executor.map(run_job, list(batch), pure=False)
+        futures = dict(zip(submitted, indexes, strict=True))
+        return futures, dask_as_completed(submitted)
+    futures = {executor.submit(run_job, job): i for job, i in zip(batch, indexes, strict=True)}
+    if all(isinstance(f, Future) for f in futures):
+        return futures, as_completed(futures)
+    return futures, list(futures)  # other future types: wait in submission order
+
+
+def _is_dask_client(executor: Any) -> bool:
+    # By type, not duck typing: a plain executor may well have a ``map`` too.
+    return any(
+        cls.__name__ == "Client" and cls.__module__.startswith("distributed")
+        for cls in type(executor).__mro__
+    )
 
 
 def _judge_log(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -247,6 +247,10 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str], tmp_path: Pa
         dashboard_address=None,
     )
     with cluster, distributed.Client(cluster) as client:
+        # The Client itself: one batch out, results back through Dask's as_completed.
+        on_client = compare_strategies(
+            sessions, OFFLINE, settings=SETTINGS, executor=client, progress=False
+        )
         executor = RemovingExecutor(client.get_executor(), list(sessions.values()))
         log = tmp_path / "study.jsonl"
         on_dask = compare_strategies(
@@ -269,6 +273,7 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str], tmp_path: Pa
     assert not any(Path(p).exists() for p in sessions.values())  # the files were gone
     assert on_dask["error"].isna().all()
     assert _stable(on_dask).equals(_stable(serial))
+    assert _stable(on_client).equals(_stable(serial))
     # Every result was logged as it came back: a rerun resumes with nothing left to run.
     assert len(log.read_text().splitlines()) == len(serial)
     resumed = compare_strategies(
