@@ -506,8 +506,23 @@ function paintTokens(box, tok) {
 
 // --- render ------------------------------------------------------------------------------
 
+// The kernel also displays a static snapshot of this explorer as a separate output, for
+// pages without the widget runtime. Where the live view runs, hide that snapshot (and its
+// output area, where the page has one) so the explorer shows once.
+function hideSnapshot(id) {
+  if (!/^[0-9a-f]+$/.test(id || "") || document.getElementById("pinb-hide-" + id)) return;
+  const style = document.createElement("style");
+  style.id = "pinb-hide-" + id;
+  const sel = `[data-pi-nb-snapshot="${id}"]`;
+  style.textContent =
+    `${sel}{display:none!important}` +
+    `.jp-OutputArea-child:has(${sel}),.output_area:has(${sel}){display:none!important}`;
+  document.head.appendChild(style);
+}
+
 function render({ model, el }) {
   const t0 = performance.now();
+  hideSnapshot(model.get("_snapshot_id"));
   const root = h("div", "pinb-explorer");
   root.innerHTML = SKELETON;
   const $ = (sel) => root.querySelector(sel);

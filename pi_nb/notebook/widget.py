@@ -19,6 +19,7 @@ import contextlib
 import sys
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -99,6 +100,8 @@ class SessionExplorer(anywidget.AnyWidget):
     status = traitlets.Unicode("").tag(sync=True)
     #: Seconds between re-reads of the file while following (0: not following).
     following = traitlets.Float(0.0).tag(sync=True)
+    #: Marks this explorer's static snapshot output: the live view hides that output.
+    _snapshot_id = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
         self,
@@ -148,7 +151,10 @@ class SessionExplorer(anywidget.AnyWidget):
             "summarize": session is not None and callable(getattr(session, "navigate", None)),
         }
         # the comm opens inside super().__init__: give it the whole state in one message
-        super().__init__(**self._state_values(), _caps=caps, **kwargs)
+        self._snapshot_handle: Any = None
+        super().__init__(
+            **self._state_values(), _caps=caps, _snapshot_id=uuid.uuid4().hex, **kwargs
+        )
         self._unsubscribe = tree.on_append(_weak_listener(self))
         self.on_msg(self._on_custom_msg)
         if interval:
@@ -251,17 +257,49 @@ class SessionExplorer(anywidget.AnyWidget):
         }
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The live widget view, plus a static ``text/html`` snapshot and a ``text/plain``
-        summary for every viewer that cannot run it (nbconvert HTML, GitHub, markdown)."""
+        """The live widget view and a ``text/plain`` summary (the snapshot is its own
+        output: see :meth:`_ipython_display_`)."""
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        from .html import explorer_snapshot_html, explorer_text
+        from .html import explorer_text
 
-        state = {"tree": self._tree, "context": self._context, "tokens": self._tokens, "info": self._info}
-        data = {**data, "text/plain": explorer_text(state), "text/html": explorer_snapshot_html(state)}
-        return data, metadata
+        return {**data, "text/plain": explorer_text(self._snapshot_state())}, metadata
+
+    def _ipython_display_(self) -> None:
+        """Two outputs: the live view, then a static ``text/html`` snapshot of the explorer.
+
+        The snapshot is a separate output because nbconvert renders a widget output as the
+        widget alone whenever the notebook saved widget state (``--execute`` saves it),
+        and offline that widget needs a CDN it cannot reach: a blank gap. The live view
+        hides its own snapshot (a style rule keyed by ``_snapshot_id``), so Jupyter shows
+        one explorer, while a page without the widget runtime shows the snapshot; it is
+        updated with the view, so a saved notebook holds the explorer as it last was.
+        """
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_()
+        if bundle is None:
+            return
+        data, metadata = bundle
+        display(data, metadata=metadata, raw=True)
+        self._snapshot_handle = display(self._snapshot_bundle(), raw=True, display_id=True)
+
+    def _snapshot_state(self) -> dict[str, Any]:
+        return {"tree": self._tree, "context": self._context, "tokens": self._tokens, "info": self._info}
+
+    def _snapshot_bundle(self) -> dict[str, str]:
+        from .html import explorer_snapshot_html
+
+        return {
+            "text/html": f'<div data-pi-nb-snapshot="{self._snapshot_id}">'
+            f"{explorer_snapshot_html(self._snapshot_state())}</div>"
+        }
+
+    def _update_snapshot(self) -> None:
+        if self._snapshot_handle is not None:
+            self._snapshot_handle.update(self._snapshot_bundle(), raw=True)
 
     def refresh(self) -> None:
         """Rebuild and sync the state now (safe from any thread)."""
@@ -276,6 +314,7 @@ class SessionExplorer(anywidget.AnyWidget):
                     setattr(self, name, value)
                 if self.selected_id is not None and self.selected_id not in self.tree:
                     self.selected_id = None
+            self._update_snapshot()
             self._last_refresh_s = time.perf_counter() - start
 
     def _appended(self, entry: Entry) -> None:

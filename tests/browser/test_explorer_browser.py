@@ -10,6 +10,9 @@
 2. A 10,000-entry session renders in < 1 s, measured in the page with performance.now().
 3. Follow mode: the test process appends to the file the kernel follows (a torn line, then a
    compaction); tree, context panel and token bar update; closing the widget ends the thread.
+4. The plain ``nbconvert --to html`` page of an executed notebook, opened with every
+   network request refused: the explorer's snapshot shows (the widget runtime would come
+   from a CDN).
 """
 
 from __future__ import annotations
@@ -147,6 +150,10 @@ def test_click_branch_and_omit_round_trip(
         explorer = page.locator(".pinb-explorer.pinb-ready").first
         explorer.wait_for(timeout=60_000)
         assert "1a2b3c1b" in tree_row(explorer, "1a2b3c1b").inner_text()  # the leaf, drawn
+        # the kernel displayed a static snapshot too; the live view hides it: one explorer
+        snapshot = page.locator("[data-pi-nb-snapshot]").first
+        snapshot.wait_for(state="attached", timeout=20_000)
+        assert not snapshot.is_visible()
 
         # select an entry off the current path, then branch there
         row = tree_row(explorer, OFF_PATH)
@@ -334,5 +341,57 @@ def test_follow_mode_updates_the_view_as_another_process_writes(
         page.screenshot(path=str(ARTIFACTS / "explorer_follow_failure.png"), full_page=True)
         print(lab.log_tail())
         raise
+    finally:
+        page.close()
+
+
+def test_exported_page_shows_the_snapshot_offline(browser_context: Any, tmp_path: Path) -> None:
+    import os
+
+    import nbclient
+    from nbconvert import HTMLExporter
+
+    from pi_nb.samples import sample_session_path
+
+    root = Path(__file__).resolve().parents[2]
+    copy = tmp_path / "sample.jsonl"
+    copy.write_bytes(Path(sample_session_path()).read_bytes())
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(src)
+        for src in ("%load_ext pi_nb", f"%pi open {copy}", "%pi widget")
+    ]
+    old = dict(os.environ)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(root), old.get("PYTHONPATH", "")])
+    try:  # the kernel inherits it: it must import this checkout
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert "widgets" in nb.metadata  # nbclient saved the widget state, as --execute does
+    page_path = tmp_path / "exported.html"
+    page_path.write_text(HTMLExporter().from_notebook_node(nb)[0], encoding="utf-8")
+
+    refused: list[str] = []
+
+    def offline(route: Any) -> None:
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    browser_context.route("**/*", offline)
+    page = browser_context.new_page()
+    try:
+        page.goto(page_path.as_uri(), wait_until="load")
+        snapshot = page.locator(".pi-nb-explorer-snapshot")
+        snapshot.wait_for(state="visible", timeout=10_000)
+        assert "1a2b3c1b" in snapshot.inner_text()  # the leaf's row, readable without JS
+        box = snapshot.bounding_box()
+        assert box is not None and box["height"] > 100
+        assert refused  # the page did try a CDN: without the snapshot it would be a blank gap
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "exported_offline.png"), full_page=True)
     finally:
         page.close()

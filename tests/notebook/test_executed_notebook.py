@@ -25,6 +25,13 @@ CELLS = [
     "%pi model --script turns --window 4096 --reserve 512",
     "%%pi\nTell me a long story.",
     "%pi widget",
+    # an explorer changed from a later cell: the saved snapshot is its last state
+    "from pi_nb.notebook.magics import current_session\n"
+    "from pi_nb.notebook.widget import SessionExplorer\n"
+    "session = current_session()\n"
+    "explorer = SessionExplorer(session)\n"
+    "explorer",
+    "session.label(session.tree.get_branch()[0]['id'], 'label-set-later')\nexplorer.refresh()",
 ]
 
 
@@ -69,31 +76,32 @@ def test_a_streamed_reply_is_one_output_block(executed: Any) -> None:
     assert len(outputs) == 2 and "context ▕" in _text(outputs[1])
 
 
-def _static_html(nb: Any) -> str:
-    """The HTML export as scripts/quickstart.sh makes it (its nbconvert config)."""
-    import json
-
-    from nbconvert import HTMLExporter
-    from traitlets.config import Config
-
-    config = json.loads((ROOT / "scripts" / "nbconvert_static.json").read_text())
-    body, _ = HTMLExporter(config=Config(config)).from_notebook_node(nb)
-    return body
-
-
 def test_html_export_shows_the_reply_in_one_block(executed: Any) -> None:
     from nbconvert import HTMLExporter
 
-    for body in (HTMLExporter().from_notebook_node(executed)[0], _static_html(executed)):
-        assert REPLY in body  # one <pre>, not one per flush
+    body, _ = HTMLExporter().from_notebook_node(executed)
+    assert REPLY in body  # one <pre>, not one per flush
 
 
 def test_html_export_shows_the_explorer_snapshot(executed: Any) -> None:
-    data = executed.cells[4].outputs[0]["data"]
-    assert "application/vnd.jupyter.widget-view+json" in data  # live Jupyter: the widget
-    body = _static_html(executed)
-    assert 'class="pi-nb-explorer-snapshot"' in body
+    from nbconvert import HTMLExporter
+
+    live, _snapshot = executed.cells[4].outputs  # the live view, then its snapshot
+    assert "application/vnd.jupyter.widget-view+json" in live["data"]  # live Jupyter: the widget
+    assert "text/html" not in live["data"]
+    # nbclient saved the widget state, so nbconvert renders the live output as the widget
+    # (a CDN page script): the snapshot must stand in an output of its own.
+    state = executed.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert live["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] in state
+    body, _ = HTMLExporter().from_notebook_node(executed)  # plain: no config of ours
+    assert body.count('class="pi-nb-explorer-snapshot"') == 2  # %pi widget, explorer
     assert "Tell me a long story." in body  # the tree / context rows, readable without JS
+
+
+def test_the_saved_snapshot_is_the_explorers_last_state(executed: Any) -> None:
+    _live, snapshot = executed.cells[5].outputs
+    assert "label-set-later" in snapshot["data"]["text/html"]
+    assert not executed.cells[6].outputs  # the update replaced the output, it added none
 
 
 def test_markdown_export_has_no_object_repr(executed: Any) -> None:

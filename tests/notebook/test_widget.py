@@ -699,19 +699,50 @@ def test_follow_refuses_what_it_cannot_follow(tree: SessionTree) -> None:
 # --- the newcomer's first hour (issue 14) ------------------------------------------------------
 
 
-def test_mimebundle_has_the_live_view_a_static_snapshot_and_a_text_summary(
-    explorer: Any, tree: SessionTree
-) -> None:
-    data, _metadata = explorer._repr_mimebundle_()
-    view = data["application/vnd.jupyter.widget-view+json"]
+def _captured_display(widget: Any) -> Any:
+    """What ``display(widget)`` sends to the frontend, from a real IPython shell."""
+    from IPython.testing import globalipapp
+    from IPython.utils.capture import capture_output
+
+    globalipapp.get_ipython()  # display() publishes only with a shell running
+    with capture_output() as shown:
+        widget._ipython_display_()
+    return shown
+
+
+def test_display_is_the_live_view_then_a_static_snapshot(explorer: Any, tree: SessionTree) -> None:
+
+    shown = _captured_display(explorer)
+    live, snapshot = (output.data for output in shown.outputs)  # exactly two outputs
+    view = live["application/vnd.jupyter.widget-view+json"]
     assert view["model_id"] == explorer.model_id
-    html = data["text/html"]
+    # the live output carries no HTML: a page that skips the view must not show it twice
+    assert "text/html" not in live
+    text = live["text/plain"]
+    assert "object at 0x" not in text and "\n" not in text
+    assert f"{len(tree.entries):,} entries" in text and "tokens" in text
+    html = snapshot["text/html"]
+    assert html.startswith(f'<div data-pi-nb-snapshot="{explorer._snapshot_id}">')
     assert 'class="pi-nb-explorer-snapshot"' in html and "Next model call" in html
     assert html.count("<tr") >= len(tree.entries)  # a row per entry, plus the context rows
     assert f"<code>{LEAF}</code>" in html
-    text = data["text/plain"]
-    assert "object at 0x" not in text and "\n" not in text
-    assert f"{len(tree.entries):,} entries" in text and "tokens" in text
+    assert explorer._snapshot_id and explorer._snapshot_id in explorer.get_state()["_snapshot_id"]
+
+
+def test_the_snapshot_follows_the_view(tmp_path: Path) -> None:
+    """A saved notebook holds the explorer as it last was, not as it was first shown."""
+    session = _scripted_session(tmp_path)
+    widget = SessionExplorer(session, window=30000)
+    updates: list[dict[str, Any]] = []
+    try:
+        _captured_display(widget)
+        handle = widget._snapshot_handle
+        handle.update = lambda data, **kw: updates.append(data)  # what the kernel would send
+        session.label(session.tree.get_branch()[0]["id"], "a-fresh-label")
+        widget.refresh()
+        assert updates and "a-fresh-label" in updates[-1]["text/html"]
+    finally:
+        widget.close()
 
 
 def test_header_names_the_model_of_the_next_call(tmp_path: Path) -> None:
@@ -752,7 +783,7 @@ def test_pinned_rows_get_a_flag(tmp_path: Path) -> None:
     assert sum(1 for r in ws.tree_state(session.tree) if r.get("pinned")) == 1
     widget = SessionExplorer(session, window=30000)
     try:
-        assert "[pinned]" in widget._repr_mimebundle_()[0]["text/html"]
+        assert "[pinned]" in widget._snapshot_bundle()["text/html"]
     finally:
         widget.close()
 
