@@ -15,7 +15,6 @@ Importing :mod:`pi_nb.notebook` here also registers the HTML renderers of the co
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from .agent import RunResult, Session, Tool, tool_from_function
@@ -29,6 +28,7 @@ from .compaction import (
     preview_compaction,
 )
 from .hooks import Hooks
+from .lazy import lazy_getattr
 from .messages import convert_to_llm, normalize, to_request
 from .notebook import (
     context_frame,
@@ -125,13 +125,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pi_nb' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:
