@@ -8,7 +8,7 @@ anywidget and ipywidgets at the top, is resolved on first use.
 
 The layers, each importing only those below it (checked by ``lint-imports``, see
 pyproject.toml): notebook / cli → research → policies → agent → compaction → hooks, llm →
-models → render → session → tokens → projection → messages, redact → display, entries.
+models → render → session → tokens → projection → messages, redact → display, entries, lazy.
 Importing :mod:`pi_nb.notebook` here also registers the HTML renderers of the core objects
 (:mod:`pi_nb.display`), so their ``_repr_html_`` work in a notebook.
 """
