@@ -8,14 +8,13 @@ anywidget and ipywidgets at the top, is resolved on first use.
 
 The layers, each importing only those below it (checked by ``lint-imports``, see
 pyproject.toml): notebook / cli → research → policies → agent → compaction → hooks, llm →
-models → render → session → tokens → projection → messages, redact → display, entries.
+models → render → session → tokens → projection → messages, redact → display, entries, lazy.
 Importing :mod:`pi_nb.notebook` here also registers the HTML renderers of the core objects
 (:mod:`pi_nb.display`), so their ``_repr_html_`` work in a notebook.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from .agent import RunResult, Session, Tool, tool_from_function
@@ -29,6 +28,7 @@ from .compaction import (
     preview_compaction,
 )
 from .hooks import Hooks
+from .lazy import lazy_getattr
 from .messages import convert_to_llm, normalize, to_request
 from .notebook import (
     context_frame,
@@ -125,13 +125,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pi_nb' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -16,7 +16,7 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, TypedDict
 
@@ -274,24 +274,25 @@ def js_numbers(value: Any) -> Any:
     if isinstance(value, float):
         return int(value) if value.is_integer() and abs(value) <= 2**53 else value
     if isinstance(value, dict):
-        changed = None
-        for key, item in value.items():
-            new = js_numbers(item)
-            if new is not item:
-                if changed is None:
-                    changed = dict(value)
-                changed[key] = new
-        return value if changed is None else changed
+        return _js_numbers_in(value, value.items(), dict)
     if isinstance(value, list):
-        out = None
-        for index, item in enumerate(value):
-            new = js_numbers(item)
-            if new is not item:
-                if out is None:
-                    out = list(value)
-                out[index] = new
-        return value if out is None else out
+        return _js_numbers_in(value, enumerate(value), list)
     return value
+
+
+def _js_numbers_in(
+    container: Any, items: Iterable[tuple[Any, Any]], copy: Callable[[Any], Any]
+) -> Any:
+    """:func:`js_numbers` of each ``(key, item)`` of ``container``; a ``copy`` of it is made
+    at the first item that changes, so an unchanged container is returned as it is."""
+    out = None
+    for key, item in items:
+        new = js_numbers(item)
+        if new is not item:
+            if out is None:
+                out = copy(container)
+            out[key] = new
+    return container if out is None else out
 
 
 def dumps_line(entry: Any) -> str:

@@ -55,6 +55,43 @@ def test_all_lists_every_public_name_and_only_the_widget_is_lazy() -> None:
     assert json.loads(proc.stdout) == ["SessionExplorer", "explore"]
 
 
+@pytest.mark.parametrize("package", ["pi_nb", "pi_nb.notebook"])
+def test_the_widget_resolves_on_first_use_and_unknown_names_fail(package: str) -> None:
+    # A fresh process: the lazy names are absent until first use, then come from the widget
+    # module and stay in the package; an unknown name fails as on any module.
+    proc = run_python(
+        f"""
+        import importlib, json, sys
+        package = importlib.import_module({package!r})
+        before = sorted({{"SessionExplorer", "explore"}} & set(vars(package)))
+        widget_loaded = "pi_nb.notebook.widget" in sys.modules
+        explorer = package.SessionExplorer
+        from pi_nb.notebook import widget
+        try:
+            package.no_such_name
+        except AttributeError as error:
+            message = str(error)
+        print(json.dumps({{
+            "before": before,
+            "widget_loaded_before": widget_loaded,
+            "same": explorer is widget.SessionExplorer and package.explore is widget.explore,
+            "stored": "SessionExplorer" in vars(package),
+            "in_dir": "explore" in dir(package),
+            "message": message,
+        }}))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "before": [],
+        "widget_loaded_before": False,
+        "same": True,
+        "stored": True,
+        "in_dir": True,
+        "message": f"module {package!r} has no attribute 'no_such_name'",
+    }
+
+
 @pytest.mark.parametrize("broken", ["pi_nb.research.compare", "pi_nb.notebook.frames"])
 def test_a_broken_module_fails_import_pi_nb(broken: str) -> None:
     # A finder that makes one submodule fail to import, as a syntax error or a missing

@@ -9,9 +9,7 @@ resolve on first use. The magics (IPython) load with ``%load_ext pi_nb``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from ..lazy import lazy_getattr
 from . import html  # registers the core objects' HTML renderers
 from .diff import ProjectionDiff, diff_projection, latest_compaction_diff
 from .folders import run_folder
@@ -43,10 +41,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pi_nb.notebook' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

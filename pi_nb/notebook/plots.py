@@ -236,6 +236,17 @@ def plot_tree(
     return ax
 
 
+def _mark_turns(ax: Axes, turns: list[int], flags: Any, gid: str, label: str, **style: Any) -> None:
+    """A vertical line (gid ``gid``) just before each turn whose flag is set; only the first
+    carries ``label``, so the legend names the kind of mark once."""
+    first = True
+    for turn, flag in zip(turns, flags, strict=True):
+        if flag:
+            line = ax.axvline(turn - 0.5, label=label if first else None, **style)
+            line.set_gid(gid)
+            first = False
+
+
 def plot_usage(
     tree_or_frame: Any,
     window: int | None = None,
@@ -289,29 +300,25 @@ def plot_usage(
                 linewidth=1.4,
                 label=f"W − R = {window - reserve:,}",
             ).set_gid("threshold")
-    first = True
-    for turn, flag in zip(turns, frame["compaction"], strict=True):
-        if flag:
-            line = ax.axvline(
-                turn - 0.5,
-                color=COMPACTION_LINE,
-                linewidth=1.2,
-                label="compaction" if first else None,
-            )
-            line.set_gid("compaction")
-            first = False
-    first = True
-    for turn, flag in zip(turns, frame["branch_switch"], strict=True):
-        if flag:
-            line = ax.axvline(
-                turn - 0.5,
-                color=BRANCH_LINE,
-                linestyle="-.",
-                linewidth=1.0,
-                label="branch switch" if first else None,
-            )
-            line.set_gid("branch_switch")
-            first = False
+    _mark_turns(
+        ax,
+        turns,
+        frame["compaction"],
+        "compaction",
+        "compaction",
+        color=COMPACTION_LINE,
+        linewidth=1.2,
+    )
+    _mark_turns(
+        ax,
+        turns,
+        frame["branch_switch"],
+        "branch_switch",
+        "branch switch",
+        color=BRANCH_LINE,
+        linestyle="-.",
+        linewidth=1.0,
+    )
     ax.set_xlabel("turn")
     ax.set_ylabel("context tokens")
     ax.set_ylim(bottom=0)

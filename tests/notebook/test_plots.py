@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 
 from pi_nb.notebook.frames import usage_frame
 from pi_nb.notebook.graph import to_networkx
-from pi_nb.notebook.plots import plot_tree, plot_usage
+from pi_nb.notebook.plots import BRANCH_LINE, COMPACTION_LINE, plot_tree, plot_usage
 from pi_nb.session.tree import SessionTree
 
 BASE = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -116,6 +116,31 @@ def test_plot_usage_compaction_marks_and_frame_input(session, tmp_path):
     assert [list(x.get_xdata()) for x in lines["compaction"]] == [[2.5, 2.5]]
     with pytest.raises(ValueError):
         plot_usage(frame, reserve=100)
+
+
+def test_plot_usage_marks_every_flagged_turn_and_names_each_kind_once():
+    # A plain mapping of columns is a frame too; two marks of each kind.
+    frame = {
+        "turn": [1, 2, 3, 4],
+        "context_tokens_reported": [10, 20, 30, 40],
+        "context_tokens_estimated": [11, 21, 31, 41],
+        "compaction": [False, True, False, True],
+        "branch_switch": [True, False, True, False],
+    }
+    lines = _lines_by_gid(plot_usage(frame))
+    compaction, branch = lines["compaction"], lines["branch_switch"]
+    assert [list(x.get_xdata()) for x in compaction] == [[1.5, 1.5], [3.5, 3.5]]
+    assert [list(x.get_xdata()) for x in branch] == [[0.5, 0.5], [2.5, 2.5]]
+    assert [(x.get_color(), x.get_linestyle(), x.get_linewidth()) for x in compaction] == [
+        (COMPACTION_LINE, "-", 1.2)
+    ] * 2
+    assert [(x.get_color(), x.get_linestyle(), x.get_linewidth()) for x in branch] == [
+        (BRANCH_LINE, "-.", 1.0)
+    ] * 2
+    # Only the first mark of a kind is labelled: the legend names each kind once.
+    assert [x.get_label().startswith("_") for x in compaction] == [False, True]
+    assert [x.get_label() for x in compaction[:1] + branch[:1]] == ["compaction", "branch switch"]
+    assert branch[1].get_label().startswith("_")
 
 
 def test_plot_tree(session, tmp_path):
