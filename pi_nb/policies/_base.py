@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from ..entries import Entry
     from ..hooks import Event
     from ..session.tree import SessionTree
@@ -47,6 +49,10 @@ class PolicySession(Protocol):
     def tree(self) -> SessionTree: ...
 
 
+if TYPE_CHECKING:
+    #: A Session, or a bare SessionTree where only the entries are read or written.
+    SessionOrTree: TypeAlias = "PolicySession | SessionTree"
+
 #: The parts of :class:`PolicySession` :func:`require` can check, and how its error names them.
 _PARTS = {"hooks": "hooks with on()", "tree": "tree (a SessionTree)"}
 
@@ -77,7 +83,7 @@ def require(session: Any, parts: Sequence[str], policy: str = "a policy") -> Non
         )
 
 
-def tree_of(session: Any) -> SessionTree:
+def tree_of(session: SessionOrTree) -> SessionTree:
     """The :class:`~pi_nb.session.tree.SessionTree` of a Session (or the tree itself)."""
     tree = _tree(session)
     if tree is None:
@@ -187,10 +193,12 @@ class HookedPolicy:
 
 
 # Policies enabled on a session by the enable_* helpers, so they are not installed twice.
-_INSTALLED: weakref.WeakKeyDictionary[Any, dict[str, HookedPolicy]] = weakref.WeakKeyDictionary()
+_INSTALLED: weakref.WeakKeyDictionary[PolicySession, dict[str, HookedPolicy]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def installed(session: Any, kind: str) -> HookedPolicy | None:
+def installed(session: PolicySession, kind: str) -> HookedPolicy | None:
     """The policy of ``kind`` enabled on ``session`` (and still installed), if any."""
     try:
         policy = _INSTALLED.get(session, {}).get(kind)
@@ -199,7 +207,7 @@ def installed(session: Any, kind: str) -> HookedPolicy | None:
     return policy if policy is not None and policy.installed else None
 
 
-def remember(session: Any, kind: str, policy: HookedPolicy | None) -> None:
+def remember(session: PolicySession, kind: str, policy: HookedPolicy | None) -> None:
     """Record (or forget, with None) the policy of ``kind`` enabled on ``session``."""
     try:
         slots = _INSTALLED.setdefault(session, {})
@@ -214,7 +222,7 @@ def remember(session: Any, kind: str, policy: HookedPolicy | None) -> None:
 _P = TypeVar("_P", bound=HookedPolicy)
 
 
-def enable_policy(session: Any, kind: str, cls: type[_P], options: dict[str, Any]) -> _P:
+def enable_policy(session: PolicySession, kind: str, cls: type[_P], options: dict[str, Any]) -> _P:
     """Install ``cls(session, **options)`` on ``session.hooks`` as the policy of ``kind``.
 
     Without ``options`` the policy of ``kind`` already enabled (and still installed) is
@@ -234,7 +242,7 @@ def enable_policy(session: Any, kind: str, cls: type[_P], options: dict[str, Any
     return policy
 
 
-def disable_policy(session: Any, kind: str) -> bool:
+def disable_policy(session: PolicySession, kind: str) -> bool:
     """Remove the policy of ``kind`` :func:`enable_policy` installed; True if there was one."""
     existing = installed(session, kind)
     if existing is None:

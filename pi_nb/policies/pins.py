@@ -49,6 +49,7 @@ from ._base import HookedPolicy, check_choice, custom_entries, tree_of
 
 if TYPE_CHECKING:
     from ..compaction import CompactionPreparation, PromptSet
+    from ._base import PolicySession, SessionOrTree
 
 __all__ = [
     "PINNED_FACTS_HEADING",
@@ -151,12 +152,12 @@ def pins_from_entries(entries: Iterable[Entry]) -> list[Pin]:
     return list(active.values())
 
 
-def pins(session: Any) -> list[Pin]:
+def pins(session: SessionOrTree) -> list[Pin]:
     """The pins active on the current branch of ``session`` (a Session or SessionTree)."""
     return pins_from_entries(tree_of(session).get_branch())
 
 
-def _resolve(session: Any, target: str) -> str:
+def _resolve(session: SessionOrTree, target: str) -> str:
     resolve = getattr(session, "resolve", None)
     if callable(resolve):
         return str(resolve(target))
@@ -169,7 +170,7 @@ def _resolve(session: Any, target: str) -> str:
     return found
 
 
-def pin(session: Any, text: str | None = None, entry_id: str | None = None) -> Pin:
+def pin(session: SessionOrTree, text: str | None = None, entry_id: str | None = None) -> Pin:
     """Pin a fact (``text``) or a message (``entry_id``, an id or a label).
 
     The pin is appended to the session as a ``custom`` entry (Pi ignores it). Pinning the same
@@ -212,7 +213,7 @@ def pin(session: Any, text: str | None = None, entry_id: str | None = None) -> P
     return Pin(entry["id"], "message", entry_id=target_id, timestamp=entry.get("timestamp"))
 
 
-def unpin(session: Any, pin_id: str) -> Pin:
+def unpin(session: SessionOrTree, pin_id: str) -> Pin:
     """Remove a pin, by its id (or by the entry id of a pinned message, or the fact's text).
 
     Appends a ``custom`` :data:`UNPIN_TYPE` entry; returns the pin removed.
@@ -499,7 +500,7 @@ class PinPolicy(HookedPolicy):
         "again)"
     )
 
-    session: Any = field(default=None, kw_only=False)
+    session: PolicySession | None = field(default=None, kw_only=False)
     model: str | None = None
     prompts: PromptSet | None = None
     window: int | None = None
@@ -655,13 +656,13 @@ class PinPolicy(HookedPolicy):
         )
 
 
-def enable_pins(session: Any, **options: Any) -> PinPolicy:
+def enable_pins(session: PolicySession, **options: Any) -> PinPolicy:
     """Install a :class:`PinPolicy` on ``session.hooks`` (once; the same policy is returned
     when it already is). ``options`` go to :class:`PinPolicy`."""
     return PinPolicy.enable(session, **options)
 
 
-def disable_pins(session: Any) -> bool:
+def disable_pins(session: PolicySession) -> bool:
     """Remove the policy :func:`enable_pins` installed; True if there was one. Pins stay in
     the session (and apply again once re-enabled)."""
     return PinPolicy.disable(session)

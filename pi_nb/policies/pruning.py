@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..session.tree import SessionTree
+    from ._base import PolicySession, SessionOrTree
 
 __all__ = [
     "PLACEHOLDER",
@@ -490,7 +491,7 @@ class RelevancePruner(HookedPolicy):
     """
 
     kind = "pruning"
-    session: Any = field(default=None, kw_only=False)
+    session: SessionOrTree | None = field(default=None, kw_only=False)
     budget: int | None = None
     ratio: float = 0.5
     keep_last: int = 3
@@ -561,12 +562,12 @@ class RelevancePruner(HookedPolicy):
         return f"<RelevancePruner {self._state}, budget={budget}, {len(self.reports)} requests>"
 
 
-def enable_pruning(session: Any, **options: Any) -> RelevancePruner:
+def enable_pruning(session: PolicySession, **options: Any) -> RelevancePruner:
     """Install a :class:`RelevancePruner` on ``session.hooks`` (replacing one enabled before).
     ``options`` go to :class:`RelevancePruner`."""
     return RelevancePruner.enable(session, **options)
 
 
-def disable_pruning(session: Any) -> bool:
+def disable_pruning(session: PolicySession) -> bool:
     """Remove the pruner :func:`enable_pruning` installed; True if there was one."""
     return RelevancePruner.disable(session)

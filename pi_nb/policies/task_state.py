@@ -28,6 +28,7 @@ from ._base import HookedPolicy, PolicyHooks, check_choice, custom_entries, tree
 
 if TYPE_CHECKING:
     from ..agent.tools import Tool
+    from ._base import PolicySession, SessionOrTree
 
 __all__ = [
     "TASK_STATE_TOOL",
@@ -154,7 +155,7 @@ def task_state_from_entries(entries: Iterable[Entry]) -> TaskState:
     return TaskState() if latest is None else TaskState.from_entry(latest)
 
 
-def task_state(session: Any) -> TaskState:
+def task_state(session: SessionOrTree) -> TaskState:
     """The task state on the current branch of ``session`` (a Session or SessionTree)."""
     return task_state_from_entries(tree_of(session).get_branch())
 
@@ -182,7 +183,7 @@ def _merge(current: list[str], add: list[str], remove: list[str]) -> list[str]:
 
 
 def update_task_state(
-    session: Any,
+    session: SessionOrTree,
     *,
     goal: str | None = None,
     constraints: Sequence[str] | None = None,
@@ -220,7 +221,7 @@ def update_task_state(
     return new
 
 
-def clear_task_state(session: Any, by: str = "user") -> TaskState:
+def clear_task_state(session: SessionOrTree, by: str = "user") -> TaskState:
     """Empty the task state (one entry; the history of edits stays in the file)."""
     return update_task_state(session, goal="", constraints=[], decisions=[], by=by)
 
@@ -245,7 +246,7 @@ _TOOL_PARAMETERS: dict[str, Any] = {
 }
 
 
-def task_state_tool(session: Any) -> Tool:
+def task_state_tool(session: SessionOrTree) -> Tool:
     """The ``update_task_state`` tool bound to ``session``: the agent's way to edit the note
     (each call appends a task-state entry with ``by: "agent"``)."""
     from ..agent.tools import Tool, ToolResult
@@ -302,7 +303,7 @@ class TaskStatePolicy(HookedPolicy):
     """
 
     kind = "task_state"
-    session: Any = field(kw_only=False)
+    session: SessionOrTree = field(kw_only=False)
     position: Position = "start"
     tool: bool = True
     _tool: Tool | None = field(default=None, init=False)
@@ -362,13 +363,13 @@ class TaskStatePolicy(HookedPolicy):
         )
 
 
-def enable_task_state(session: Any, **options: Any) -> TaskStatePolicy:
+def enable_task_state(session: PolicySession, **options: Any) -> TaskStatePolicy:
     """Install a :class:`TaskStatePolicy` on ``session.hooks`` (once) and, by default, give
     the agent the ``update_task_state`` tool. ``options`` go to :class:`TaskStatePolicy`."""
     return TaskStatePolicy.enable(session, **options)
 
 
-def disable_task_state(session: Any) -> bool:
+def disable_task_state(session: PolicySession) -> bool:
     """Remove the policy :func:`enable_task_state` installed (and its tool); True if there
     was one. The state stays in the session."""
     return TaskStatePolicy.disable(session)
