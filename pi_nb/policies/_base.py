@@ -232,11 +232,12 @@ def enable_policy(session: PolicySession, kind: str, cls: type[_P], options: dic
     if existing is not None and not options:
         assert isinstance(existing, cls)
         return existing
+    policy = cls(session, **options)  # type: ignore[call-arg]
+    # One error naming everything the session lacks, before anything is installed (or the
+    # policy enabled before is removed: a bad call leaves the session as it was).
+    require(session, ("hooks", *policy.session_needs()), cls.__name__)
     if existing is not None:
         existing.remove()
-    policy = cls(session, **options)  # type: ignore[call-arg]
-    # One error naming everything the session lacks, before anything is installed.
-    require(session, ("hooks", *policy.session_needs()), cls.__name__)
     policy.install(session.hooks)
     remember(session, kind, policy)
     return policy

@@ -64,6 +64,17 @@ def test_enabling_on_an_object_without_either_names_both(mem_tree):
     assert "tree" not in str(info.value).split(":", 1)[1]
 
 
+def test_a_bad_re_enable_leaves_the_enabled_policy_in_place(mem_tree):
+    # Before: the enabled pruner was removed first, then the bad option raised: none left.
+    session = HooksOnly()
+    session.tree = mem_tree
+    pruner = enable_pruning(session, budget=600)
+    with pytest.raises(ValueError, match="ranker must be"):
+        enable_pruning(session, ranker="nope")
+    assert pruner.installed and session.hooks.handlers(CONTEXT) == [pruner.on_context]
+    assert enable_pruning(session) is pruner
+
+
 def test_pins_need_only_hooks():
     # The pin policy reads the branch from the compaction event: hooks are enough.
     session = HooksOnly()
