@@ -40,15 +40,16 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ..entries import Entry, Message, js_stringify
 from ..hooks import SESSION_BEFORE_COMPACT, Event
 from ..messages import content_text
-from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
+from ._base import HookedPolicy, check_choice, custom_entries, tree_of
 
 if TYPE_CHECKING:
     from ..compaction import CompactionPreparation, PromptSet
+    from ._base import PolicySession, SessionOrTree
 
 __all__ = [
     "PINNED_FACTS_HEADING",
@@ -131,14 +132,11 @@ class Pin:
 def pins_from_entries(entries: Iterable[Entry]) -> list[Pin]:
     """The pins active at the end of ``entries`` (a branch, root→leaf), oldest first."""
     active: dict[str, Pin] = {}
-    for entry in entries:
-        if entry.get("type") != "custom":
-            continue
+    for entry in custom_entries(entries, PIN_TYPE, UNPIN_TYPE):
         data = entry.get("data")
         if not isinstance(data, Mapping):
             continue
-        kind = entry.get("customType")
-        if kind == PIN_TYPE:
+        if entry.get("customType") == PIN_TYPE:
             pin_kind = data.get("kind")
             text, target = data.get("text"), data.get("entryId")
             if pin_kind == "fact" and isinstance(text, str) and text.strip():
@@ -149,17 +147,17 @@ def pins_from_entries(entries: Iterable[Entry]) -> list[Pin]:
                 active[entry["id"]] = Pin(
                     entry["id"], "message", entry_id=target, timestamp=entry.get("timestamp")
                 )
-        elif kind == UNPIN_TYPE and isinstance(data.get("pinId"), str):
+        elif isinstance(data.get("pinId"), str):  # an unpin
             active.pop(data["pinId"], None)
     return list(active.values())
 
 
-def pins(session: Any) -> list[Pin]:
+def pins(session: SessionOrTree) -> list[Pin]:
     """The pins active on the current branch of ``session`` (a Session or SessionTree)."""
     return pins_from_entries(tree_of(session).get_branch())
 
 
-def _resolve(session: Any, target: str) -> str:
+def _resolve(session: SessionOrTree, target: str) -> str:
     resolve = getattr(session, "resolve", None)
     if callable(resolve):
         return str(resolve(target))
@@ -172,7 +170,7 @@ def _resolve(session: Any, target: str) -> str:
     return found
 
 
-def pin(session: Any, text: str | None = None, entry_id: str | None = None) -> Pin:
+def pin(session: SessionOrTree, text: str | None = None, entry_id: str | None = None) -> Pin:
     """Pin a fact (``text``) or a message (``entry_id``, an id or a label).
 
     The pin is appended to the session as a ``custom`` entry (Pi ignores it). Pinning the same
@@ -215,7 +213,7 @@ def pin(session: Any, text: str | None = None, entry_id: str | None = None) -> P
     return Pin(entry["id"], "message", entry_id=target_id, timestamp=entry.get("timestamp"))
 
 
-def unpin(session: Any, pin_id: str) -> Pin:
+def unpin(session: SessionOrTree, pin_id: str) -> Pin:
     """Remove a pin, by its id (or by the entry id of a pinned message, or the fact's text).
 
     Appends a ``custom`` :data:`UNPIN_TYPE` entry; returns the pin removed.
@@ -471,6 +469,7 @@ class PinOutcome:
         }
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class PinPolicy(HookedPolicy):
     """The ``session_before_compact`` handler that keeps pins through compactions.
 
@@ -493,6 +492,7 @@ class PinPolicy(HookedPolicy):
     the pins and its result carries a warning built from :attr:`failure_effect`.
     """
 
+    kind = "pins"
     #: What a failure of this handler costs (shown in the compaction's warnings).
     failure_effect = (
         "the compaction was made WITHOUT the pins: pinned facts and messages before the cut "
@@ -500,29 +500,19 @@ class PinPolicy(HookedPolicy):
         "again)"
     )
 
-    def __init__(
-        self,
-        session: Any = None,
-        *,
-        model: str | None = None,
-        prompts: PromptSet | None = None,
-        window: int | None = None,
-        completion: Callable[..., Message] | None = None,
-        summarizer: Summarizer | None = None,
-        restore: Restore = "append",
-    ) -> None:
+    session: PolicySession | None = field(default=None, kw_only=False)
+    model: str | None = None
+    prompts: PromptSet | None = None
+    window: int | None = None
+    completion: Callable[..., Message] | None = None
+    summarizer: Summarizer | None = None
+    restore: Restore = "append"
+    #: One :class:`PinOutcome` per compaction this policy made, oldest first.
+    outcomes: list[PinOutcome] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
         super().__init__()
-        if restore not in ("append", "focused"):
-            raise ValueError(f"restore must be 'append' or 'focused', not {restore!r}")
-        self.session = session
-        self.model = model
-        self.prompts = prompts
-        self.window = window
-        self.completion = completion
-        self.summarizer = summarizer
-        self.restore = restore
-        #: One :class:`PinOutcome` per compaction this policy made, oldest first.
-        self.outcomes: list[PinOutcome] = []
+        check_choice("restore", self.restore, get_args(Restore))
 
     def handlers(self) -> list[tuple[str, Callable[[Any], Any]]]:
         return [(SESSION_BEFORE_COMPACT, self.on_before_compact)]
@@ -661,17 +651,18 @@ class PinPolicy(HookedPolicy):
     __call__ = on_before_compact
 
     def __repr__(self) -> str:
-        state = "installed" if self.installed else "not installed"
-        return f"<PinPolicy {state}, restore={self.restore}, {len(self.outcomes)} compactions>"
+        return (
+            f"<PinPolicy {self._state}, restore={self.restore}, {len(self.outcomes)} compactions>"
+        )
 
 
-def enable_pins(session: Any, **options: Any) -> PinPolicy:
+def enable_pins(session: PolicySession, **options: Any) -> PinPolicy:
     """Install a :class:`PinPolicy` on ``session.hooks`` (once; the same policy is returned
     when it already is). ``options`` go to :class:`PinPolicy`."""
-    return enable_policy(session, "pins", PinPolicy, options)
+    return PinPolicy.enable(session, **options)
 
 
-def disable_pins(session: Any) -> bool:
+def disable_pins(session: PolicySession) -> bool:
     """Remove the policy :func:`enable_pins` installed; True if there was one. Pins stay in
     the session (and apply again once re-enabled)."""
-    return disable_policy(session, "pins")
+    return PinPolicy.disable(session)

@@ -39,12 +39,13 @@ from ..entries import Message, js_stringify
 from ..hooks import CONTEXT, Event
 from ..messages import content_text
 from ..tokens import estimate_tokens
-from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
+from ._base import HookedPolicy, camel_dict, tree_of
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ..session.tree import SessionTree
+    from ._base import PolicySession, SessionOrTree
 
 __all__ = [
     "PLACEHOLDER",
@@ -171,8 +172,37 @@ def _ranker(spec: str | Ranker) -> tuple[Ranker, str]:
 # --- reports -------------------------------------------------------------------------------------
 
 
+class _TokenSaving:
+    """The ``saved`` tokens of a record with ``tokens_before`` / ``tokens_after`` (a pruned
+    message, a whole request)."""
+
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+#: :meth:`PrunedItem.to_dict`'s fields (camelCase keys), in order.
+_ITEM_KEYS = ("index", "role", "tool_name", "entry_id", "tokens_before", "tokens_after", "score")
+#: :meth:`PruneReport.to_dict`'s fields, in order (``candidates`` as their number).
+_REPORT_KEYS = (
+    "query",
+    "ranker",
+    "budget",
+    "tokens_before",
+    "tokens_after",
+    "saved",
+    "met_budget",
+    "candidates",
+    "pruned",
+    "recorded",
+)
+
+
 @dataclass
-class PrunedItem:
+class PrunedItem(_TokenSaving):
     """One message whose content was replaced in the request.
 
     Attributes:
@@ -195,13 +225,13 @@ class PrunedItem:
     entry_id: str | None = None
     edit_id: str | None = None
 
-    @property
-    def saved(self) -> int:
-        return self.tokens_before - self.tokens_after
+    def to_dict(self) -> dict[str, Any]:
+        """The item as it stands in :meth:`PruneReport.to_dict` (camelCase keys)."""
+        return camel_dict(self, _ITEM_KEYS)
 
 
 @dataclass
-class PruneReport:
+class PruneReport(_TokenSaving):
     """What one pruning pass did to one request.
 
     Attributes:
@@ -226,35 +256,15 @@ class PruneReport:
     recorded: list[str] = field(default_factory=list)
 
     @property
-    def saved(self) -> int:
-        return self.tokens_before - self.tokens_after
-
-    @property
     def met_budget(self) -> bool:
         return self.tokens_after <= self.budget
 
     def to_dict(self) -> dict[str, Any]:
+        """The report in camelCase (the number of candidates, each pruned item's dict)."""
         return {
-            "query": self.query,
-            "ranker": self.ranker,
-            "budget": self.budget,
-            "tokensBefore": self.tokens_before,
-            "tokensAfter": self.tokens_after,
-            "saved": self.saved,
-            "metBudget": self.met_budget,
+            **camel_dict(self, _REPORT_KEYS),
             "candidates": len(self.candidates),
-            "pruned": [
-                {
-                    "index": p.index,
-                    "role": p.role,
-                    "toolName": p.tool_name,
-                    "entryId": p.entry_id,
-                    "tokensBefore": p.tokens_before,
-                    "tokensAfter": p.tokens_after,
-                    "score": p.score,
-                }
-                for p in self.pruned
-            ],
+            "pruned": [p.to_dict() for p in self.pruned],
             "recorded": list(self.recorded),
         }
 
@@ -467,6 +477,7 @@ def _message_key(message: Message) -> tuple[Any, ...]:
 _OPTIONS = ("budget", "ratio", "keep_last", "include_assistant", "ranker", "placeholder")
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RelevancePruner(HookedPolicy):
     """The ``context`` handler that prunes each request (see the module docstring).
 
@@ -479,36 +490,26 @@ class RelevancePruner(HookedPolicy):
         on_report: called with each request's :class:`PruneReport`.
     """
 
-    def __init__(
-        self,
-        session: Any = None,
-        *,
-        budget: int | None = None,
-        ratio: float = 0.5,
-        keep_last: int = 3,
-        include_assistant: bool = False,
-        ranker: str | Ranker = "bm25",
-        placeholder: str = PLACEHOLDER,
-        record: bool = False,
-        on_report: Callable[[PruneReport], Any] | None = None,
-    ) -> None:
+    kind = "pruning"
+    session: SessionOrTree | None = field(default=None, kw_only=False)
+    budget: int | None = None
+    ratio: float = 0.5
+    keep_last: int = 3
+    include_assistant: bool = False
+    ranker: str | Ranker = "bm25"
+    placeholder: str = PLACEHOLDER
+    record: bool = False
+    on_report: Callable[[PruneReport], Any] | None = None
+    #: One report per request seen, oldest first.
+    reports: list[PruneReport] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
         super().__init__()
-        if record and session is None:
+        if self.record and self.session is None:
             raise ValueError("record=True needs the session to write context edits to")
-        if ranker == "semantic":
-            ranker = SemanticRanker()  # fails now, with the install hint, when not installed
-        _ranker(ranker)  # validate
-        self.session = session
-        self.budget = budget
-        self.ratio = ratio
-        self.keep_last = keep_last
-        self.include_assistant = include_assistant
-        self.ranker = ranker
-        self.placeholder = placeholder
-        self.record = record
-        self.on_report = on_report
-        #: One report per request seen, oldest first.
-        self.reports: list[PruneReport] = []
+        if self.ranker == "semantic":
+            self.ranker = SemanticRanker()  # fails now, with the install hint, when not installed
+        _ranker(self.ranker)  # validate
 
     @property
     def last_report(self) -> PruneReport | None:
@@ -516,6 +517,10 @@ class RelevancePruner(HookedPolicy):
 
     def handlers(self) -> list[tuple[str, Callable[[Any], Any]]]:
         return [(CONTEXT, self.on_context)]
+
+    def session_needs(self) -> tuple[str, ...]:
+        # The tree names the pruned entries (and takes the context edits of record=True).
+        return ("tree",) if self.session is not None else ()
 
     def prune(self, messages: Sequence[Message]) -> tuple[list[Message], PruneReport]:
         """:func:`prune_messages` with this pruner's settings."""
@@ -553,17 +558,16 @@ class RelevancePruner(HookedPolicy):
     __call__ = on_context
 
     def __repr__(self) -> str:
-        state = "installed" if self.installed else "not installed"
         budget = self.budget if self.budget is not None else f"{self.ratio:.0%}"
-        return f"<RelevancePruner {state}, budget={budget}, {len(self.reports)} requests>"
+        return f"<RelevancePruner {self._state}, budget={budget}, {len(self.reports)} requests>"
 
 
-def enable_pruning(session: Any, **options: Any) -> RelevancePruner:
+def enable_pruning(session: PolicySession, **options: Any) -> RelevancePruner:
     """Install a :class:`RelevancePruner` on ``session.hooks`` (replacing one enabled before).
     ``options`` go to :class:`RelevancePruner`."""
-    return enable_policy(session, "pruning", RelevancePruner, options)
+    return RelevancePruner.enable(session, **options)
 
 
-def disable_pruning(session: Any) -> bool:
+def disable_pruning(session: PolicySession) -> bool:
     """Remove the pruner :func:`enable_pruning` installed; True if there was one."""
-    return disable_policy(session, "pruning")
+    return RelevancePruner.disable(session)

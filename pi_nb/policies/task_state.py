@@ -20,14 +20,15 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ..entries import Entry, Message, iso_to_ms
 from ..hooks import CONTEXT, Event
-from ._base import HookedPolicy, disable_policy, enable_policy, tree_of
+from ._base import HookedPolicy, PolicyHooks, check_choice, custom_entries, tree_of
 
 if TYPE_CHECKING:
     from ..agent.tools import Tool
+    from ._base import PolicySession, SessionOrTree
 
 __all__ = [
     "TASK_STATE_TOOL",
@@ -149,13 +150,12 @@ class TaskState:
 def task_state_from_entries(entries: Iterable[Entry]) -> TaskState:
     """The task state at the end of ``entries`` (a branch root→leaf): its latest edit."""
     latest: Entry | None = None
-    for entry in entries:
-        if entry.get("type") == "custom" and entry.get("customType") == TASK_STATE_TYPE:
-            latest = entry
+    for entry in custom_entries(entries, TASK_STATE_TYPE):
+        latest = entry
     return TaskState() if latest is None else TaskState.from_entry(latest)
 
 
-def task_state(session: Any) -> TaskState:
+def task_state(session: SessionOrTree) -> TaskState:
     """The task state on the current branch of ``session`` (a Session or SessionTree)."""
     return task_state_from_entries(tree_of(session).get_branch())
 
@@ -183,7 +183,7 @@ def _merge(current: list[str], add: list[str], remove: list[str]) -> list[str]:
 
 
 def update_task_state(
-    session: Any,
+    session: SessionOrTree,
     *,
     goal: str | None = None,
     constraints: Sequence[str] | None = None,
@@ -221,7 +221,7 @@ def update_task_state(
     return new
 
 
-def clear_task_state(session: Any, by: str = "user") -> TaskState:
+def clear_task_state(session: SessionOrTree, by: str = "user") -> TaskState:
     """Empty the task state (one entry; the history of edits stays in the file)."""
     return update_task_state(session, goal="", constraints=[], decisions=[], by=by)
 
@@ -246,7 +246,7 @@ _TOOL_PARAMETERS: dict[str, Any] = {
 }
 
 
-def task_state_tool(session: Any) -> Tool:
+def task_state_tool(session: SessionOrTree) -> Tool:
     """The ``update_task_state`` tool bound to ``session``: the agent's way to edit the note
     (each call appends a task-state entry with ``by: "agent"``)."""
     from ..agent.tools import Tool, ToolResult
@@ -290,6 +290,7 @@ def task_state_tool(session: Any) -> Tool:
 # --- the policy ----------------------------------------------------------------------------------
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class TaskStatePolicy(HookedPolicy):
     """The ``context`` handler that puts the task state into every request.
 
@@ -301,21 +302,25 @@ class TaskStatePolicy(HookedPolicy):
             ``session.tools`` by :meth:`install`, removed by :meth:`remove`).
     """
 
-    def __init__(self, session: Any, *, position: Position = "start", tool: bool = True) -> None:
+    kind = "task_state"
+    session: SessionOrTree = field(kw_only=False)
+    position: Position = "start"
+    tool: bool = True
+    _tool: Tool | None = field(default=None, init=False)
+    #: Number of requests the note was injected into.
+    injected: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
         super().__init__()
-        if position not in ("start", "before_prompt"):
-            raise ValueError(f"position must be 'start' or 'before_prompt', not {position!r}")
-        self.session = session
-        self.position = position
-        self.tool = tool
-        self._tool: Tool | None = None
-        #: Number of requests the note was injected into.
-        self.injected = 0
+        check_choice("position", self.position, get_args(Position))
 
     def handlers(self) -> list[tuple[str, Callable[[Any], Any]]]:
         return [(CONTEXT, self.on_context)]
 
-    def install(self, hooks: Any) -> TaskStatePolicy:
+    def session_needs(self) -> tuple[str, ...]:
+        return ("tree",)  # the state is read from the branch at every request
+
+    def install(self, hooks: PolicyHooks) -> TaskStatePolicy:
         super().install(hooks)
         tools = getattr(self.session, "tools", None)
         if (
@@ -353,17 +358,18 @@ class TaskStatePolicy(HookedPolicy):
     __call__ = on_context
 
     def __repr__(self) -> str:
-        state = "installed" if self.installed else "not installed"
-        return f"<TaskStatePolicy {state}, position={self.position}, injected={self.injected}>"
+        return (
+            f"<TaskStatePolicy {self._state}, position={self.position}, injected={self.injected}>"
+        )
 
 
-def enable_task_state(session: Any, **options: Any) -> TaskStatePolicy:
+def enable_task_state(session: PolicySession, **options: Any) -> TaskStatePolicy:
     """Install a :class:`TaskStatePolicy` on ``session.hooks`` (once) and, by default, give
     the agent the ``update_task_state`` tool. ``options`` go to :class:`TaskStatePolicy`."""
-    return enable_policy(session, "task_state", TaskStatePolicy, options)
+    return TaskStatePolicy.enable(session, **options)
 
 
-def disable_task_state(session: Any) -> bool:
+def disable_task_state(session: PolicySession) -> bool:
     """Remove the policy :func:`enable_task_state` installed (and its tool); True if there
     was one. The state stays in the session."""
-    return disable_policy(session, "task_state")
+    return TaskStatePolicy.disable(session)
