@@ -93,6 +93,8 @@ def import_command(
         return _fail("import", exc)
     print(result.report.summary())
     print(f"wrote {result.report.output}")
+    for note in result.report.cost_notes:  # the file keeps Pi's 0: say it is unknown
+        sys.stderr.write(f"pi-nb import: note: {note}\n")
     return 0
 
 

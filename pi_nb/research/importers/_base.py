@@ -75,6 +75,9 @@ class ImportReport:
         generated_ids: tool calls / results without an id in the source, given a generated
             one (they never pair, so each counts as unanswered / unmatched).
         id_map: source record id → entry id.
+        cost_notes: with ``costs``, one line per model litellm has no price for (its
+            messages keep Pi's zero cost in the file: the cost is unknown, not 0);
+            ``pi-nb import`` prints them on stderr.
     """
 
     format: str
@@ -91,6 +94,7 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
     generated_ids: int = 0
     id_map: dict[str, str] = field(default_factory=dict)
+    cost_notes: list[str] = field(default_factory=list)
 
     def to_dict(self, with_ids: bool = False) -> dict[str, Any]:
         """A JSON-ready dict (``id_map`` only when asked: it can be large)."""
@@ -109,6 +113,8 @@ class ImportReport:
             "warnings": list(self.warnings),
             "generatedIds": self.generated_ids,
         }
+        if self.cost_notes:  # only imports that priced an unknown model carry the key
+            out["costNotes"] = list(self.cost_notes)
         if with_ids:
             out["idMap"] = dict(self.id_map)
         return out
@@ -546,8 +552,15 @@ def pi_usage(
     *,
     model: str | None = None,
     costs: bool = False,
+    report: ImportReport | None = None,
 ) -> dict[str, Any]:
-    """A Pi usage dict; with ``costs`` priced through litellm's table (zero when unknown)."""
+    """A Pi usage dict; with ``costs`` priced through litellm's table
+    (:func:`~pi_nb.llm.price_usage`, cached input at the cache-read rate).
+
+    A model without a price keeps Pi's zero costs in the file (what Pi itself records; NaN
+    is not JSON) and its note goes to ``report.cost_notes`` once per model, so that the
+    import says the cost is unknown instead of summing a made-up 0.
+    """
     usage = empty_usage()
     usage.update(
         input=int(input_tokens or 0),
@@ -559,31 +572,14 @@ def pi_usage(
         usage["input"] + usage["output"] + usage["cacheRead"] + usage["cacheWrite"]
     )
     if costs and model:
-        usage["cost"] = price(model, usage)
+        from ...llm import price_usage
+
+        cost, note = price_usage(model, usage)
+        if cost is not None:
+            usage["cost"] = cost
+        if note and report is not None and note not in report.cost_notes:
+            report.cost_notes.append(note)
     return usage
-
-
-def price(model: str, usage: dict[str, Any]) -> dict[str, float]:
-    """Cost of a usage record for ``model`` from litellm's bundled price table.
-
-    Cache reads and writes use the model's cache prices when the table has them, else the
-    input price. Unknown models cost 0.
-    """
-    from ...llm import model_info
-
-    info = model_info(model)
-    per_in = float(info.get("input_cost_per_token") or 0.0)
-    per_out = float(info.get("output_cost_per_token") or 0.0)
-    per_read = float(info.get("cache_read_input_token_cost") or per_in)
-    per_write = float(info.get("cache_creation_input_token_cost") or per_in)
-    cost = {
-        "input": usage.get("input", 0) * per_in,
-        "output": usage.get("output", 0) * per_out,
-        "cacheRead": usage.get("cacheRead", 0) * per_read,
-        "cacheWrite": usage.get("cacheWrite", 0) * per_write,
-    }
-    cost["total"] = sum(cost.values())
-    return cost
 
 
 def text_blocks(text: Any) -> list[dict[str, Any]]:
