@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import html
+import itertools
 import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -42,12 +43,21 @@ __all__ = [
     "TreeBuilder",
     "read_json_lines",
     "read_records",
+    "stable_ids",
 ]
 
 #: customType prefix of entries that keep records the importer did not map.
 IMPORT_PREFIX = "import:"
 #: Timestamps given to records that carry none (sources such as a plain messages list).
 _NO_TIME_BASE = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+
+def stable_ids(seed: str) -> Callable[[], str]:
+    """Deterministic 8-hex entry ids: the n-th call returns ``sha1(f"{seed}:{n}")[:8]``, so
+    the same seed (a transcript's path and format, a generated session's parameters) always
+    gives the same ids — an import or a generated session is the same file byte for byte."""
+    counter = itertools.count(1)
+    return lambda: hashlib.sha1(f"{seed}:{next(counter)}".encode()).hexdigest()[:8]
 
 
 class TranscriptImportError(ValueError):
@@ -319,7 +329,7 @@ class TreeBuilder:
         self.entries: list[Entry] = []
         self.by_id: dict[str, Entry] = {}
         self._seed = seed
-        self._counter = 0
+        self._ids = stable_ids(seed)
         self._last_time: str | None = None
         self._origin: str | None = None
 
@@ -344,10 +354,10 @@ class TreeBuilder:
     # --- ids and times ------------------------------------------------------------------
 
     def new_id(self) -> str:
-        """A fresh, deterministic 8-hex id."""
+        """A fresh, deterministic 8-hex id (:func:`stable_ids` of the seed, redrawn on a
+        collision)."""
         while True:
-            self._counter += 1
-            digest = hashlib.sha1(f"{self._seed}:{self._counter}".encode()).hexdigest()[:8]
+            digest = self._ids()
             if digest not in self.by_id:
                 return digest
 
