@@ -338,6 +338,28 @@ def usage_cost(model: str, usage: Mapping[str, Any] | None) -> tuple[float, str 
     return (math.nan if cost is None else cost["total"]), note
 
 
+def reply_cost(message: Mapping[str, Any]) -> tuple[float, str | None]:
+    """(cost in USD, note) of an assistant reply, for whatever shows or sums costs.
+
+    A cost recorded above zero is the one priced when the call was made. A recorded 0 is
+    what Pi (and :func:`complete`) write for a model without a price, so a reply that used
+    tokens is priced again with :func:`usage_cost` as its ``provider/model``: NaN with the
+    note when the price is still unknown, never a made-up 0.0.
+    """
+    usage = message.get("usage") if isinstance(message.get("usage"), Mapping) else {}
+    cost = usage.get("cost")
+    recorded = cost.get("total") if isinstance(cost, Mapping) else cost
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0:
+        return float(recorded), None
+    keys = ("input", "output", "cacheRead", "cacheWrite")
+    if not any(isinstance(usage.get(k), (int, float)) and usage.get(k) for k in keys):
+        return 0.0, None  # no tokens: nothing spent
+    provider, model = message.get("provider"), message.get("model")
+    if not model:
+        return math.nan, "a reply names no model: its cost is unknown (NaN)"
+    return usage_cost(f"{provider}/{model}" if provider else str(model), usage)
+
+
 def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:
     usage = empty_usage()
     if raw is None:
