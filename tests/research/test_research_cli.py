@@ -232,10 +232,10 @@ def test_import_costs_of_an_unpriced_model_are_unknown_on_stderr_not_zero(
     src.write_text(text.replace("claude-haiku-4-5-20251001", "no-such-model-xyz"), encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert import_command("claude-code", str(src), str(out), costs=True) == 0
-    err = capsys.readouterr().err.splitlines()
-    assert err == [
-        "pi-nb import: note: no price for no-such-model-xyz in litellm's table: cost unknown (NaN)"
-    ]
+    note = "no price for no-such-model-xyz in litellm's table: cost unknown (NaN)"
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == [f"pi-nb import: note: {note}"]
+    assert printed.out.splitlines()[0].endswith(f"; {note}")  # the summary says it too
 
     def no_nan(token: str) -> None:
         raise AssertionError(f"{token} in the session file: not JSON that Pi reads")

@@ -87,7 +87,7 @@ class ImportReport:
         id_map: source record id → entry id.
         cost_notes: with ``costs``, one line per model litellm has no price for (its
             messages keep Pi's zero cost in the file: the cost is unknown, not 0);
-            ``pi-nb import`` prints them on stderr.
+            shown in :meth:`summary`; ``pi-nb import`` prints them on stderr too.
     """
 
     format: str
@@ -145,7 +145,7 @@ class ImportReport:
     def problems(self) -> list[str]:
         """What a reader of the import must know, one phrase each: tool results without
         their call, calls without a result, ids the importer generated, records whose
-        parent is missing, and the :attr:`warnings`."""
+        parent is missing, the :attr:`warnings` and the :attr:`cost_notes`."""
         out: list[str] = []
         if self.unmatched_results:
             out.append(
@@ -159,10 +159,12 @@ class ImportReport:
         if self.orphans:
             out.append(f"{self.orphans} record(s) whose parent is not in the file")
         out.extend(self.warnings)
+        out.extend(self.cost_notes)
         return out
 
     def frame(self) -> pd.DataFrame:
-        """One row per source kind: ``kind, count`` plus one per entry kind written."""
+        """One row per source kind: ``kind, count`` plus one per entry kind written
+        (:attr:`cost_notes` in ``frame.attrs["notes"]``)."""
         import pandas as pd
 
         rows = [{"side": "source", "kind": k, "count": n} for k, n in sorted(self.records.items())]
@@ -170,7 +172,9 @@ class ImportReport:
             {"side": "written", "kind": k, "count": n} for k, n in sorted(self.entries.items())
         ]
         rows += [{"side": "custom", "kind": k, "count": n} for k, n in sorted(self.custom.items())]
-        return pd.DataFrame(rows, columns=["side", "kind", "count"])
+        frame = pd.DataFrame(rows, columns=["side", "kind", "count"])
+        frame.attrs["notes"] = list(self.cost_notes)
+        return frame
 
     def _repr_html_(self) -> str:
         def table(title: str, counts: Counter[str]) -> str:
