@@ -134,7 +134,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 #: an agent command's (prompt, compact) model, endpoint and context budget (_add_budget) …
 _AGENT = ("model", "api_base", "window", "reserve", "keep")
 #: … and a study's (compare; its --keep, --reserve and --judge are renamed on the way).
-_STUDY = ("cache_dir", "jobs", "price_model", "judge_grader", "at", "replay", "api_base", "window", "dry_run")
+_STUDY = (
+    "cache_dir", "jobs", "price_model", "judge_grader", "at", "replay", "api_base", "window",
+    "dry_run",
+)
 
 
 def _options(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:

@@ -290,7 +290,9 @@ def _rate(info: Mapping[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def price_usage(model: str, usage: Mapping[str, Any] | None) -> tuple[dict[str, float] | None, str | None]:
+def price_usage(
+    model: str, usage: Mapping[str, Any] | None
+) -> tuple[dict[str, float] | None, str | None]:
     """Pi's ``usage.cost`` dict (``input``, ``output``, ``cacheRead``, ``cacheWrite``,
     ``total`` in USD) of a usage record made with ``model``, from litellm's bundled table,
     and a one-line note.

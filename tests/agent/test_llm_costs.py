@@ -13,7 +13,11 @@ import pytest
 from pi_nb.llm import _usage_from, model_info, price_usage, usage_cost
 
 UNKNOWN = "no-such-model-xyz"
-RAW = {"prompt_tokens": 10_000, "completion_tokens": 200, "prompt_tokens_details": {"cached_tokens": 9_000}}
+RAW = {
+    "prompt_tokens": 10_000,
+    "completion_tokens": 200,
+    "prompt_tokens_details": {"cached_tokens": 9_000},
+}
 
 
 def test_a_reply_prices_cached_input_at_the_cache_read_rate() -> None:
