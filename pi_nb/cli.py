@@ -118,16 +118,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     from .agent.cli import run_prompt_cli
 
     _refuse_sample(args.file, "prompt")
-    return run_prompt_cli(
-        args.file,
-        args.text,
-        model=args.model,
-        window=args.window,
-        reserve=args.reserve,
-        keep=args.keep,
-        no_tools=args.no_tools,
-        api_base=args.api_base,
-    )
+    return run_prompt_cli(args.file, args.text, no_tools=args.no_tools, **_options(args, _AGENT))
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -136,16 +127,22 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     if not args.preview:
         _refuse_sample(args.file, "compact")
-    return compact_cli(
-        args.file,
-        preview=args.preview,
-        model=args.model,
-        focus=args.focus,
-        window=args.window,
-        reserve=args.reserve,
-        keep=args.keep,
-        api_base=args.api_base,
-    )
+    return compact_cli(args.file, preview=args.preview, focus=args.focus, **_options(args, _AGENT))
+
+
+#: The options a command passes on to its function under the name they are parsed with:
+#: an agent command's (prompt, compact) model, endpoint and context budget (_add_budget) …
+_AGENT = ("model", "api_base", "window", "reserve", "keep")
+#: … and a study's (compare; its --keep, --reserve and --judge are renamed on the way).
+_STUDY = (
+    "cache_dir", "jobs", "price_model", "judge_grader", "at", "replay", "api_base", "window",
+    "dry_run",
+)
+
+
+def _options(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """``{name: args.name}`` for ``names``: the options passed on unchanged."""
+    return {name: getattr(args, name) for name in names}
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -166,16 +163,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "json" if args.json else "csv" if args.csv else "table",
         keep_recent_tokens=args.keep,
         reserve_tokens=args.reserve,
-        cache_dir=args.cache_dir,
-        jobs=args.jobs,
-        price_model=args.price_model,
         judge_model=args.judge,
-        judge_grader=args.judge_grader,
-        at=args.at,
-        replay=args.replay,
-        api_base=args.api_base,
-        window=args.window,
-        dry_run=args.dry_run,
+        **_options(args, _STUDY),
     )
 
 
@@ -269,6 +258,14 @@ def _add_api_base(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_budget(p: argparse.ArgumentParser, *, reserve: str, keep: str) -> None:
+    """--window / --reserve / --keep of an agent command (W, R, keepRecentTokens; whole
+    numbers ≥ 0), with the command's own help for R and keep."""
+    p.add_argument("--window", type=_non_negative, help="context window W")
+    p.add_argument("--reserve", type=_non_negative, help=reserve)
+    p.add_argument("--keep", type=_non_negative, help=keep)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pi-nb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -309,9 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="litellm model name (default: $PI_NB_MODEL, else pinb/smollm2 with the local "
         "extra, else pinb/scripted)",
     )
-    p.add_argument("--window", type=_non_negative, help="context window W")
-    p.add_argument("--reserve", type=_non_negative, help="reserve R")
-    p.add_argument("--keep", type=_non_negative, help="keepRecentTokens")
+    _add_budget(p, reserve="reserve R", keep="keepRecentTokens")
     p.add_argument("--no-tools", action="store_true", help="no read/write/edit/bash tools")
     _add_api_base(p)
 
@@ -321,9 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model")
     p.add_argument("--focus", help="extra instructions for the summary")
     _add_api_base(p)
-    p.add_argument("--window", type=_non_negative, help="context window W")
-    p.add_argument("--reserve", type=_non_negative, help="reserveTokens R")
-    p.add_argument("--keep", type=_non_negative, help="keepRecentTokens kept verbatim")
+    _add_budget(p, reserve="reserveTokens R", keep="keepRecentTokens kept verbatim")
 
     p = add("import", cmd_import, "convert a transcript into a Pi session file")
     p.add_argument("kind", choices=["pi", "claude-code", "codex", "openai", "auto"])

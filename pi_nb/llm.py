@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -284,6 +285,83 @@ def output_limit(model: str) -> int | None:
     return int(value) if value else None
 
 
+def _rate(info: Mapping[str, Any], key: str) -> float | None:
+    value = info.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def price_usage(
+    model: str, usage: Mapping[str, Any] | None
+) -> tuple[dict[str, float] | None, str | None]:
+    """Pi's ``usage.cost`` dict (``input``, ``output``, ``cacheRead``, ``cacheWrite``,
+    ``total`` in USD) of a usage record made with ``model``, from litellm's bundled table,
+    and a one-line note.
+
+    The one pricing rule of pi_nb: cached input (``cacheRead``) at the model's cache-read
+    rate and cache writes at its cache-creation rate when the table has them (else at the
+    input rate, and the note says so). ``(None, note naming the model)`` when the table has
+    no price for ``model``: the caller shows "unknown" (NaN), never a made-up 0.0.
+    """
+    usage = usage or {}
+    counts = {k: int(usage.get(k, 0) or 0) for k in ("input", "output", "cacheRead", "cacheWrite")}
+    info = model_info(model)
+    per_in, per_out = _rate(info, "input_cost_per_token"), _rate(info, "output_cost_per_token")
+    if per_in is None or per_out is None:
+        return None, f"no price for {model} in litellm's table: cost unknown (NaN)"
+    notes = []
+    per_read = _rate(info, "cache_read_input_token_cost")
+    if per_read is None:
+        per_read = per_in
+        if counts["cacheRead"]:
+            notes.append(f"no cache-read price for {model}: cached input priced at the input rate")
+    per_write = _rate(info, "cache_creation_input_token_cost")
+    if per_write is None:
+        per_write = per_in
+        if counts["cacheWrite"]:
+            notes.append(f"no cache-write price for {model}: cache writes priced at the input rate")
+    cost = {
+        "input": counts["input"] * per_in,
+        "output": counts["output"] * per_out,
+        "cacheRead": counts["cacheRead"] * per_read,
+        "cacheWrite": counts["cacheWrite"] * per_write,
+    }
+    cost["total"] = sum(cost.values())
+    return cost, "; ".join(notes) or None
+
+
+def usage_cost(model: str, usage: Mapping[str, Any] | None) -> tuple[float, str | None]:
+    """(cost in USD, note) of a Pi usage record (``input``, ``output``, ``cacheRead``,
+    ``cacheWrite`` token counts) if made with ``model``: :func:`price_usage`'s total.
+
+    The cost is NaN, with a note naming the model, when litellm has no price for it; the
+    note is None when every count was priced at its own rate.
+    """
+    cost, note = price_usage(model, usage)
+    return (math.nan if cost is None else cost["total"]), note
+
+
+def reply_cost(message: Mapping[str, Any]) -> tuple[float, str | None]:
+    """(cost in USD, note) of an assistant reply, for whatever shows or sums costs.
+
+    A cost recorded above zero is the one priced when the call was made. A recorded 0 is
+    what Pi (and :func:`complete`) write for a model without a price, so a reply that used
+    tokens is priced again with :func:`usage_cost` as its ``provider/model``: NaN with the
+    note when the price is still unknown, never a made-up 0.0.
+    """
+    usage = message.get("usage") if isinstance(message.get("usage"), Mapping) else {}
+    cost = usage.get("cost")
+    recorded = cost.get("total") if isinstance(cost, Mapping) else cost
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0:
+        return float(recorded), None
+    keys = ("input", "output", "cacheRead", "cacheWrite")
+    if not any(isinstance(usage.get(k), (int, float)) and usage.get(k) for k in keys):
+        return 0.0, None  # no tokens: nothing spent
+    provider, model = message.get("provider"), message.get("model")
+    if not model:
+        return math.nan, "a reply names no model: its cost is unknown (NaN)"
+    return usage_cost(f"{provider}/{model}" if provider else str(model), usage)
+
+
 def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:
     usage = empty_usage()
     if raw is None:
@@ -301,22 +379,12 @@ def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:
     usage["cacheRead"] = cached
     usage["cacheWrite"] = cache_write
     usage["totalTokens"] = prompt + completion + cache_write
-    try:
-        litellm = litellm_module()
-        cost_in, cost_out = litellm.cost_per_token(
-            model=model, prompt_tokens=prompt, completion_tokens=completion
-        )
-        usage["cost"] = js_numbers(
-            {
-                "input": cost_in,
-                "output": cost_out,
-                "cacheRead": 0,
-                "cacheWrite": 0,
-                "total": cost_in + cost_out,
-            }
-        )
-    except Exception:
-        pass  # unknown price: cost stays 0
+    # An unknown price keeps Pi's zeros: the session file stays what Pi writes (Pi records 0
+    # for a model without a price; NaN is not JSON). Whatever shows or sums a cost prices
+    # the usage again with usage_cost, which says "unknown".
+    cost, _ = price_usage(model, usage)
+    if cost is not None:
+        usage["cost"] = js_numbers(cost)
     return usage
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..llm import reply_cost
 from ..projection import Projection, build_session_projection, extend_projection
 from ..tokens import (
     assistant_usage,
@@ -109,7 +110,7 @@ def usage_rows(tree: SessionTree, leaf: str | None = None) -> list[dict[str, Any
             continue
         raw = message.get("usage") if isinstance(message.get("usage"), dict) else {}
         valid = assistant_usage(message)
-        cost = raw.get("cost")
+        cost, cost_note = reply_cost(message)  # a recorded 0 may mean "no price": NaN
         provider, model = message.get("provider"), message.get("model")
         rows.append(
             {
@@ -125,11 +126,12 @@ def usage_rows(tree: SessionTree, leaf: str | None = None) -> list[dict[str, Any
                 "output": _number(raw.get("output")),
                 "cache_read": _number(raw.get("cacheRead")),
                 "cache_write": _number(raw.get("cacheWrite")),
-                "cost": _number(cost.get("total") if isinstance(cost, dict) else cost),
+                "cost": cost,
                 "stop_reason": message.get("stopReason"),
                 "model": f"{provider}/{model}" if provider and model else model,
                 "compaction": compaction,
                 "branch_switch": branch_switch,
+                "cost_note": cost_note,
             }
         )
         compaction = branch_switch = False
@@ -145,10 +147,15 @@ def usage_frame(tree: SessionTree, leaf: str | None = None) -> pd.DataFrame:
     i.e. projected at the reply's parent), input, output, cache_read, cache_write, cost,
     stop_reason, model, compaction (a compaction entry since the previous turn) and
     branch_switch (a branch summary since the previous turn).
+
+    ``cost`` is :func:`~pi_nb.llm.reply_cost`: NaN when the reply's model has no price
+    (the file keeps Pi's 0), with the reason in ``frame.attrs["notes"]``.
     """
     import pandas as pd
 
-    frame = pd.DataFrame(usage_rows(tree, leaf), columns=list(USAGE_COLUMNS))
+    rows = usage_rows(tree, leaf)
+    frame = pd.DataFrame(rows, columns=list(USAGE_COLUMNS))
+    frame.attrs["notes"] = list(dict.fromkeys(r["cost_note"] for r in rows if r["cost_note"]))
     frame["timestamp"] = _timestamps(frame["timestamp"].tolist())
     frame["compaction"] = frame["compaction"].astype(bool)
     frame["branch_switch"] = frame["branch_switch"].astype(bool)

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .compare import SIZE_COLUMNS
+
 __all__ = ["compare_command", "import_command"]
 
 #: Columns printed by ``pi-nb compare`` as a table (JSON and CSV carry every column).
@@ -24,10 +26,7 @@ TABLE_COLUMNS = (
     "source",
     "strategy",
     "summarizer",
-    "tokens_before",
-    "tokens_after",
-    "compression_ratio",
-    "summary_tokens",
+    *SIZE_COLUMNS,
     "model_calls",
     "model_calls_cached",
     "cost",
@@ -93,6 +92,8 @@ def import_command(
         return _fail("import", exc)
     print(result.report.summary())
     print(f"wrote {result.report.output}")
+    for note in result.report.cost_notes:  # the file keeps Pi's 0: say it is unknown
+        sys.stderr.write(f"pi-nb import: note: {note}\n")
     return 0
 
 
@@ -115,6 +116,21 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _write_records(frame: Any, fmt: str) -> bool:
+    """Every column of ``frame`` on stdout as JSON records (NaN as null) or CSV; False for
+    the table format, which each command prints its own way."""
+    if fmt == "json":
+        records = [
+            {k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")
+        ]
+        sys.stdout.write(json.dumps(records, ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        return False
+    return True
+
+
 def _reasons(frame: Any, keep: int) -> list[str]:
     """Why a row's figures are what they are: the strategy's note, and why it has no probes."""
     reasons = []
@@ -134,14 +150,7 @@ def _print_plan(frame: Any, fmt: str) -> int:
     (unknown prices, how the estimate was made) on stderr."""
     import pandas as pd
 
-    if fmt == "json":
-        records = [
-            {k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")
-        ]
-        sys.stdout.write(json.dumps(records, ensure_ascii=False) + "\n")
-    elif fmt == "csv":
-        frame.to_csv(sys.stdout, index=False)
-    else:
+    if not _write_records(frame, fmt):
         table = frame.drop(columns=["cost_note"]).assign(error=frame["error"].fillna("-"))
         # NaN stays NaN in the total: one unknown price makes the total unknown.
         numbers = [c for c in table.columns if c not in ("session", "strategy", "error")]
@@ -267,14 +276,7 @@ def compare_command(
             executor.shutdown()
     if dry_run:
         return _print_plan(frame, fmt)
-    if fmt == "json":
-        records = [
-            {k: _jsonable(v) for k, v in row.items()} for row in frame.to_dict(orient="records")
-        ]
-        sys.stdout.write(json.dumps(records, ensure_ascii=False) + "\n")
-    elif fmt == "csv":
-        frame.to_csv(sys.stdout, index=False)
-    else:
+    if not _write_records(frame, fmt):
         columns = [
             *TABLE_COLUMNS[:-1],
             *(JUDGE_COLUMNS if judge_model else ()),

@@ -79,6 +79,7 @@ __all__ = [
     "COLUMNS",
     "EXTRACTIVE_STAND_IN",
     "PLAN_COLUMNS",
+    "SIZE_COLUMNS",
     "compare_strategies",
     "plan_study",
     "plot_comparison",
@@ -91,6 +92,10 @@ CACHE_VERSION = 3
 #: ``summarizer`` of a summary written by ``pinb/scripted`` (the extractive summarizer).
 EXTRACTIVE_STAND_IN = "extractive stand-in"
 
+#: What the compaction did to the context's size (:meth:`StrategyResult.to_dict`'s names):
+#: every view of a comparison shows them, in this order.
+SIZE_COLUMNS = ("tokens_before", "tokens_after", "compression_ratio", "summary_tokens")
+
 #: Columns of the comparison table, in order.
 COLUMNS = (
     "session",
@@ -99,10 +104,7 @@ COLUMNS = (
     "model",
     "summarizer",
     "compacted",
-    "tokens_before",
-    "tokens_after",
-    "compression_ratio",
-    "summary_tokens",
+    *SIZE_COLUMNS,
     "model_calls",
     "model_calls_cached",
     "model_calls_sent",
@@ -154,7 +156,6 @@ class _Job:
     window: int | None
     price_model: str | None
     judge_model: str | None
-    key: str
     at: Any = None
     judge_grader: str = "judge"
     judge_completion: Any = None
@@ -164,10 +165,39 @@ class _Job:
     replay_completion: Any = None
     replay_options: Any = None
     call_cache: str | None = None
+    #: The result cache's key: :func:`_job_key` of the fields above (computed when not given).
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = _job_key(self)
 
 
-def _job_key(parts: Sequence[Any]) -> str:
-    text = json.dumps(list(parts), sort_keys=True, default=str, ensure_ascii=False)
+def _job_key(job: _Job) -> str:
+    """What a job's result depends on, hashed: the session's content, the strategy and its
+    parameters, the models, prompts, settings and the study's options (not the session's
+    label nor where the call cache lives)."""
+    parts = [
+        CACHE_VERSION,
+        job.session_hash,
+        job.strategy_key,
+        job.model,
+        job.prompts.to_dict(),
+        job.settings.to_dict(),
+        job.window,
+        job.price_model,
+        job.judge_model,
+        _callable_name(job.completion),
+        job.at,
+        job.judge_grader,
+        _callable_name(job.judge_completion),
+        dict(job.judge_options or {}),
+        job.replay,
+        job.replay_model,
+        _callable_name(job.replay_completion),
+        dict(job.replay_options or {}),
+    ]
+    text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -247,10 +277,7 @@ def run_job(job: _Job) -> dict[str, Any]:
         facts = result.to_dict()
         for name in (
             "compacted",
-            "tokens_before",
-            "tokens_after",
-            "compression_ratio",
-            "summary_tokens",
+            *SIZE_COLUMNS,
             "model_calls",
             "input_tokens",
             "output_tokens",
@@ -634,26 +661,6 @@ def compare_strategies(
     jobs: list[_Job] = []
     for label, data, digest in inputs:
         for compactor in compactors:
-            key_parts = [
-                CACHE_VERSION,
-                digest,
-                strategy_key(compactor),
-                model,
-                prompts.to_dict(),
-                settings.to_dict(),
-                window,
-                price_model,
-                judge_model,
-                _callable_name(completion),
-                at,
-                judge_grader,
-                _callable_name(judge_completion),
-                dict(judge_options or {}),
-                replay,
-                replay_model,
-                _callable_name(replay_completion),
-                dict(replay_options or {}),
-            ]
             jobs.append(
                 _Job(
                     session_data=data,
@@ -668,7 +675,6 @@ def compare_strategies(
                     window=window,
                     price_model=price_model,
                     judge_model=judge_model,
-                    key=_job_key(key_parts),
                     at=at,
                     judge_grader=judge_grader,
                     judge_completion=judge_completion,

@@ -131,6 +131,7 @@ class StrategyResult:
         details: strategy-specific facts (masked entry ids, first kept id, …).
         note: why nothing was done, when nothing was.
         tree: the session the branch lives in.
+        model: the model the calls were made with (what :attr:`cost` prices them as).
     """
 
     strategy: str
@@ -147,6 +148,7 @@ class StrategyResult:
     details: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
     tree: SessionTree | None = field(default=None, repr=False, compare=False)
+    model: str | None = None
 
     @property
     def summary_tokens(self) -> int:
@@ -159,8 +161,24 @@ class StrategyResult:
 
     @property
     def cost(self) -> float:
-        cost = (self.usage or {}).get("cost")
-        return float(cost.get("total", 0.0)) if isinstance(cost, Mapping) else 0.0
+        """USD the calls cost (:func:`~pi_nb.llm.usage_cost` of :attr:`usage` as
+        :attr:`model`): 0.0 when no call was made, NaN when the price is unknown
+        (:attr:`cost_note` says why) — never a made-up 0.0."""
+        return self._priced()[0]
+
+    @property
+    def cost_note(self) -> str | None:
+        """Why :attr:`cost` is NaN (or how cached input was priced); None otherwise."""
+        return self._priced()[1]
+
+    def _priced(self) -> tuple[float, str | None]:
+        if not self.calls:
+            return 0.0, None  # no model call: nothing spent
+        if not self.model:
+            return math.nan, "the result names no model: cost unknown (NaN)"
+        from ..llm import usage_cost
+
+        return usage_cost(self.model, self.usage)
 
     @property
     def projection(self) -> Projection:
@@ -182,6 +200,7 @@ class StrategyResult:
             "input_tokens": int(usage.get("input", 0) or 0) + int(usage.get("cacheRead", 0) or 0),
             "output_tokens": int(usage.get("output", 0) or 0),
             "cost": self.cost,
+            "cost_note": self.cost_note,
             "wall_time_s": self.wall_time,
             "fork_id": self.fork_id,
             "leaf_id": self.leaf_id,
@@ -285,7 +304,10 @@ class Strategy(Compactor):
                 )
             model = ""
         run = StrategyRun(self.name, tree, fork_id, changes=self.changes)
-        return self.apply(run, StrategyRequest(model, settings, prompts, completion, window))
+        result = self.apply(run, StrategyRequest(model, settings, prompts, completion, window))
+        if result.model is None and model:
+            result.model = model  # the built-in strategies call request.model
+        return result
 
     def apply(self, run: StrategyRun, request: StrategyRequest) -> StrategyResult:
         """Do the strategy on ``run.tree`` (already at the fork); return ``run.result(…)``."""

@@ -16,11 +16,11 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..entries import Message, empty_usage, iso_to_ms
+from .importers._base import stable_ids
 
 if TYPE_CHECKING:
     from ..session.tree import SessionTree
@@ -142,17 +142,6 @@ _REQUESTS = (
 def _phrase(rng: random.Random, phrasings: tuple[str, ...], fill: dict[str, Any]) -> str:
     """One of a fact's phrasings, chosen by the seeded generator."""
     return rng.choice(phrasings).format(**fill)
-
-
-def _stable_ids(seed: str) -> Callable[[], str]:
-    counter = 0
-
-    def draw() -> str:
-        nonlocal counter
-        counter += 1
-        return hashlib.sha1(f"{seed}:{counter}".encode()).hexdigest()[:8]
-
-    return draw
 
 
 class _Clock:
@@ -352,7 +341,7 @@ def generate_session(
 
     start = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc) + timedelta(days=seed % 365)
     clock = _Clock(start)
-    ids = _stable_ids(f"session:{seed}:{turns}:{tool_output_lines}")
+    ids = stable_ids(f"session:{seed}:{turns}:{tool_output_lines}")
     session_id = hashlib.sha1(f"synthetic:{seed}:{turns}".encode()).hexdigest()[:16]
     if path is not None:
         tree = SessionTree.create(path, cwd, session_id=session_id, clock=clock, id_source=ids)

@@ -55,12 +55,14 @@ def user(tree: SessionTree, tokens: int) -> dict:
     return tree.append_message({"role": "user", "content": text(tokens, "u")})
 
 
-def reply(tree: SessionTree, tokens: int, use: dict | None, stop: str = "stop") -> dict:
+def reply(
+    tree: SessionTree, tokens: int, use: dict | None, stop: str = "stop", model: str = "gpt-4o"
+) -> dict:
     message = {
         "role": "assistant",
         "content": [{"type": "text", "text": text(tokens, "a")}],
         "provider": "openai",
-        "model": "gpt-4o",
+        "model": model,
         "stopReason": stop,
     }
     if use is not None:
@@ -161,3 +163,21 @@ def test_context_frame(turns):
     assert frame["role"].iloc[0] == "compactionSummary" and frame["status"].iloc[0] == "summary"
     assert frame["tokens"].sum() == 12 + 5 + 4 + 6 + 8 + 13 + 3 + 2
     assert context_frame(projection).equals(frame)
+
+
+def test_usage_frame_cost_of_an_unpriced_model_is_unknown_not_zero(tmp_path) -> None:
+    # Issue 15: Pi records 0 for a model without a price; the frame must not show that 0.
+    from pi_nb.research.costs import usage_cost
+
+    tree = make_tree(tmp_path)
+    for model in ("no-such-model-xyz", "gpt-4o-mini"):
+        user(tree, 10)
+        reply(tree, 10, usage(1000, 100, read=9000), model=model)
+    frame = usage_frame(tree)
+    assert math.isnan(frame["cost"].iloc[0])
+    assert frame.attrs["notes"] == [
+        "no price for openai/no-such-model-xyz in litellm's table: cost unknown (NaN)"
+    ]
+    # A recorded 0 for a model litellm can price is priced (cached input at the cache rate).
+    expected, _ = usage_cost("openai/gpt-4o-mini", usage(1000, 100, read=9000))
+    assert frame["cost"].iloc[1] == pytest.approx(expected) and expected > 0

@@ -220,3 +220,31 @@ def test_compare_dry_run_prints_the_plan_and_calls_nothing(
     rows = json.loads(captured.out)
     assert rows[0]["cost"] is None and "no-such-model-xyz" in rows[0]["cost_note"]
     assert "note: no price for no-such-model-xyz" in captured.err
+
+
+def test_import_costs_of_an_unpriced_model_are_unknown_on_stderr_not_zero(
+    transcripts: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # Issue 15: --costs with a model litellm has no price for: the file keeps Pi's zeros
+    # (valid JSON Pi reads), the report and stderr say the cost is unknown.
+    text = (transcripts / "claude_code_session.jsonl").read_text(encoding="utf-8")
+    src = tmp_path / "cc.jsonl"
+    src.write_text(text.replace("claude-haiku-4-5-20251001", "no-such-model-xyz"), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert import_command("claude-code", str(src), str(out), costs=True) == 0
+    note = "no price for no-such-model-xyz in litellm's table: cost unknown (NaN)"
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == [f"pi-nb import: note: {note}"]
+    assert printed.out.splitlines()[0].endswith(f"; {note}")  # the summary says it too
+
+    def no_nan(token: str) -> None:
+        raise AssertionError(f"{token} in the session file: not JSON that Pi reads")
+
+    lines = out.read_text(encoding="utf-8").splitlines()
+    entries = [json.loads(line, parse_constant=no_nan) for line in lines]
+    costs = {
+        e["message"]["model"]: e["message"]["usage"]["cost"]["total"]
+        for e in entries
+        if e.get("type") == "message" and e["message"].get("role") == "assistant"
+    }
+    assert costs["no-such-model-xyz"] == 0 and costs["claude-sonnet-4-5-20250929"] > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from pinb_testkit import assistant, new_tree, user
 from research_kit import build_history
 
 from pi_nb.compaction import DEFAULT_PROMPTS, CompactionSettings
+from pi_nb.research.costs import usage_cost
 from pi_nb.research.strategies import (
     DEFAULT_STRATEGIES,
     Compactor,
@@ -296,3 +298,27 @@ def test_from_scratch_follows_the_pi_release_setting(history, release) -> None:
     # the history summary's budget (the incremental run also summarizes a split turn's prefix)
     assert budgets["pi"] and budgets["pi"][0] == budgets["pi-scratch"][0]
     assert (budgets["pi"][0] == 3200) == (release == "1.3")  # ⌊0.8·4000⌋ under 1.3 only
+
+
+def test_strategy_cost_is_unknown_not_zero_when_the_model_has_no_price(history) -> None:
+    # Issue 15: a strategy that called a model without a price costs NaN, with the note.
+    tree, _ = history
+    unknown = "no-such-model-xyz"
+
+    def offline(model: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        from pi_nb.llm import complete
+
+        return complete(MODEL, messages, stream=False, **kwargs)  # answered offline
+
+    result = PiSummary().compact(tree, model=unknown, settings=SETTINGS, completion=offline)
+    assert result.calls >= 1 and result.model == unknown
+    assert math.isnan(result.cost) and unknown in (result.cost_note or "")
+    facts = result.to_dict()
+    assert math.isnan(facts["cost"]) and facts["cost_note"] == result.cost_note
+    # Priced by the one rule when the model has a price (cached input at the cache rate) …
+    usage = {"input": 1000, "output": 100, "cacheRead": 9000, "cacheWrite": 0}
+    priced = dataclasses.replace(result, model="gpt-4o-mini", usage=usage)
+    assert priced.cost == pytest.approx(usage_cost("gpt-4o-mini", usage)[0]) and priced.cost > 0
+    # … and 0.0 only when nothing was called.
+    nothing = SlidingWindow(keep_tokens=100_000).compact(tree, model=MODEL)
+    assert nothing.calls == 0 and nothing.cost == 0.0 and nothing.cost_note is None

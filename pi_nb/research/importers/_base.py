@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import html
+import itertools
 import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -42,12 +43,21 @@ __all__ = [
     "TreeBuilder",
     "read_json_lines",
     "read_records",
+    "stable_ids",
 ]
 
 #: customType prefix of entries that keep records the importer did not map.
 IMPORT_PREFIX = "import:"
 #: Timestamps given to records that carry none (sources such as a plain messages list).
 _NO_TIME_BASE = datetime(2000, 1, 1, tzinfo=timezone.utc)
+
+
+def stable_ids(seed: str) -> Callable[[], str]:
+    """Deterministic 8-hex entry ids: the n-th call returns ``sha1(f"{seed}:{n}")[:8]``, so
+    the same seed (a transcript's path and format, a generated session's parameters) always
+    gives the same ids — an import or a generated session is the same file byte for byte."""
+    counter = itertools.count(1)
+    return lambda: hashlib.sha1(f"{seed}:{next(counter)}".encode()).hexdigest()[:8]
 
 
 class TranscriptImportError(ValueError):
@@ -75,6 +85,9 @@ class ImportReport:
         generated_ids: tool calls / results without an id in the source, given a generated
             one (they never pair, so each counts as unanswered / unmatched).
         id_map: source record id → entry id.
+        cost_notes: with ``costs``, one line per model litellm has no price for (its
+            messages keep Pi's zero cost in the file: the cost is unknown, not 0);
+            shown in :meth:`summary`; ``pi-nb import`` prints them on stderr too.
     """
 
     format: str
@@ -91,6 +104,7 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
     generated_ids: int = 0
     id_map: dict[str, str] = field(default_factory=dict)
+    cost_notes: list[str] = field(default_factory=list)
 
     def to_dict(self, with_ids: bool = False) -> dict[str, Any]:
         """A JSON-ready dict (``id_map`` only when asked: it can be large)."""
@@ -109,6 +123,8 @@ class ImportReport:
             "warnings": list(self.warnings),
             "generatedIds": self.generated_ids,
         }
+        if self.cost_notes:  # only imports that priced an unknown model carry the key
+            out["costNotes"] = list(self.cost_notes)
         if with_ids:
             out["idMap"] = dict(self.id_map)
         return out
@@ -129,7 +145,7 @@ class ImportReport:
     def problems(self) -> list[str]:
         """What a reader of the import must know, one phrase each: tool results without
         their call, calls without a result, ids the importer generated, records whose
-        parent is missing, and the :attr:`warnings`."""
+        parent is missing, the :attr:`warnings` and the :attr:`cost_notes`."""
         out: list[str] = []
         if self.unmatched_results:
             out.append(
@@ -143,10 +159,12 @@ class ImportReport:
         if self.orphans:
             out.append(f"{self.orphans} record(s) whose parent is not in the file")
         out.extend(self.warnings)
+        out.extend(self.cost_notes)
         return out
 
     def frame(self) -> pd.DataFrame:
-        """One row per source kind: ``kind, count`` plus one per entry kind written."""
+        """One row per source kind: ``kind, count`` plus one per entry kind written
+        (:attr:`cost_notes` in ``frame.attrs["notes"]``)."""
         import pandas as pd
 
         rows = [{"side": "source", "kind": k, "count": n} for k, n in sorted(self.records.items())]
@@ -154,7 +172,9 @@ class ImportReport:
             {"side": "written", "kind": k, "count": n} for k, n in sorted(self.entries.items())
         ]
         rows += [{"side": "custom", "kind": k, "count": n} for k, n in sorted(self.custom.items())]
-        return pd.DataFrame(rows, columns=["side", "kind", "count"])
+        frame = pd.DataFrame(rows, columns=["side", "kind", "count"])
+        frame.attrs["notes"] = list(self.cost_notes)
+        return frame
 
     def _repr_html_(self) -> str:
         def table(title: str, counts: Counter[str]) -> str:
@@ -313,7 +333,7 @@ class TreeBuilder:
         self.entries: list[Entry] = []
         self.by_id: dict[str, Entry] = {}
         self._seed = seed
-        self._counter = 0
+        self._ids = stable_ids(seed)
         self._last_time: str | None = None
         self._origin: str | None = None
 
@@ -338,10 +358,10 @@ class TreeBuilder:
     # --- ids and times ------------------------------------------------------------------
 
     def new_id(self) -> str:
-        """A fresh, deterministic 8-hex id."""
+        """A fresh, deterministic 8-hex id (:func:`stable_ids` of the seed, redrawn on a
+        collision)."""
         while True:
-            self._counter += 1
-            digest = hashlib.sha1(f"{self._seed}:{self._counter}".encode()).hexdigest()[:8]
+            digest = self._ids()
             if digest not in self.by_id:
                 return digest
 
@@ -546,8 +566,15 @@ def pi_usage(
     *,
     model: str | None = None,
     costs: bool = False,
+    report: ImportReport | None = None,
 ) -> dict[str, Any]:
-    """A Pi usage dict; with ``costs`` priced through litellm's table (zero when unknown)."""
+    """A Pi usage dict; with ``costs`` priced through litellm's table
+    (:func:`~pi_nb.llm.price_usage`, cached input at the cache-read rate).
+
+    A model without a price keeps Pi's zero costs in the file (what Pi itself records; NaN
+    is not JSON) and its note goes to ``report.cost_notes`` once per model, so that the
+    import says the cost is unknown instead of summing a made-up 0.
+    """
     usage = empty_usage()
     usage.update(
         input=int(input_tokens or 0),
@@ -559,31 +586,14 @@ def pi_usage(
         usage["input"] + usage["output"] + usage["cacheRead"] + usage["cacheWrite"]
     )
     if costs and model:
-        usage["cost"] = price(model, usage)
+        from ...llm import price_usage
+
+        cost, note = price_usage(model, usage)
+        if cost is not None:
+            usage["cost"] = cost
+        if note and report is not None and note not in report.cost_notes:
+            report.cost_notes.append(note)
     return usage
-
-
-def price(model: str, usage: dict[str, Any]) -> dict[str, float]:
-    """Cost of a usage record for ``model`` from litellm's bundled price table.
-
-    Cache reads and writes use the model's cache prices when the table has them, else the
-    input price. Unknown models cost 0.
-    """
-    from ...llm import model_info
-
-    info = model_info(model)
-    per_in = float(info.get("input_cost_per_token") or 0.0)
-    per_out = float(info.get("output_cost_per_token") or 0.0)
-    per_read = float(info.get("cache_read_input_token_cost") or per_in)
-    per_write = float(info.get("cache_creation_input_token_cost") or per_in)
-    cost = {
-        "input": usage.get("input", 0) * per_in,
-        "output": usage.get("output", 0) * per_out,
-        "cacheRead": usage.get("cacheRead", 0) * per_read,
-        "cacheWrite": usage.get("cacheWrite", 0) * per_write,
-    }
-    cost["total"] = sum(cost.values())
-    return cost
 
 
 def text_blocks(text: Any) -> list[dict[str, Any]]:

@@ -190,6 +190,7 @@ class _Importer:
             raw_usage.get("cache_creation_input_tokens", 0),
             model=model,
             costs=self.costs,
+            report=self.b.report,
         )
         error = bool(record.get("isApiErrorMessage"))
         if previous is not None and message_id and previous[1] == message_id:

@@ -224,6 +224,7 @@ class _Importer:
             0,
             model=self.unpriced[-1]["message"].get("model"),
             costs=self.costs,
+            report=self.b.report,
         )
         if last.get("reasoning_output_tokens"):
             usage["reasoning"] = int(last["reasoning_output_tokens"])

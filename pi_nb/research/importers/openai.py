@@ -169,6 +169,7 @@ class _Importer:
                 raw_usage.get("completion_tokens", 0),
                 model=self.model_name,
                 costs=self.costs and bool(raw_usage),
+                report=self.b.report,
             ),
             "stopReason": "toolUse" if calls else "stop",
         }
