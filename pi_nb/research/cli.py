@@ -125,6 +125,8 @@ def _reasons(frame: Any, keep: int) -> list[str]:
             parts.append(note)
         if not row.get("error") and not row.get("probes"):
             parts.append(f"no probes: nothing to cut at keep={keep}")
+        elif not row.get("error") and isinstance(row.get("needed_later_note"), str):
+            parts.append(f"needed_later: {row['needed_later_note']}")
         reasons.append("; ".join(parts) or "-")
     return reasons
 

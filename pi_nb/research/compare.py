@@ -18,7 +18,8 @@ What a row means:
   when it has one (an agent's real compaction), else its leaf. When the session goes on
   after the point and uses facts of the compacted span again, ``probe_all`` is the recall
   of those **needed-later** probes — else of the heuristic probes (``probe_basis`` says
-  which; ``probe_heuristic`` is always there);
+  which; ``probe_heuristic`` is always there; ``needed_later_note`` says why a row has no
+  needed-later probes: no continuation, nothing cut, or a continuation that reuses nothing);
 - ``cost``: priced from the token counts with litellm's table (cached input at the cache
   rate); NaN with a ``cost_note`` when the model has no price — never a made-up 0.0;
 - ``judge_model``: an LLM judge answers the probe questions from the compacted context and
@@ -85,7 +86,7 @@ __all__ = [
 ]
 
 #: Bump when a change makes cached rows stale.
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 #: ``summarizer`` of a summary written by ``pinb/scripted`` (the extractive summarizer).
 EXTRACTIVE_STAND_IN = "extractive stand-in"
@@ -111,6 +112,7 @@ COLUMNS = (
     "cost_note",
     "compaction_point",
     "probe_basis",
+    "needed_later_note",
     "probes",
     *(f"probe_{c}" for c in CATEGORIES),
     "probe_all",
@@ -201,6 +203,7 @@ def run_job(job: _Job) -> dict[str, Any]:
         compaction_point,
         context_text,
         extract_probes,
+        needed_later_note,
         needed_later_probes,
         probe_recall,
         score_probes,
@@ -234,6 +237,7 @@ def run_job(job: _Job) -> dict[str, Any]:
         later = needed_later_probes(span, point.continuation) if point.has_continuation else []
         # needed_later when the continuation used any fact of the span again.
         row["probe_basis"] = "needed_later" if later else "heuristic"
+        row["needed_later_note"] = needed_later_note(point, span, later)
         result = job.strategy.compact(
             tree,
             model=job.model,

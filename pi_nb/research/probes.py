@@ -60,6 +60,7 @@ __all__ = [
     "context_text",
     "extract_probes",
     "match_probe",
+    "needed_later_note",
     "needed_later_probes",
     "probe_frame",
     "probe_recall",
@@ -628,6 +629,34 @@ def needed_later_probes(
             )[1]
         ]
     return _probes(found, caps, "needed_later")
+
+
+def needed_later_note(
+    point: CompactionPoint, span: Sequence[Message], later: Sequence[Probe]
+) -> str | None:
+    """Why there are no needed-later probes at ``point`` (None when there are some).
+
+    No needed-later probe is a finding, not a failure: the point may be the end of the
+    session (nothing after it to measure), the cut may remove nothing, or the session goes
+    on without using a fact of the removed span again. The comparison table shows this next
+    to the NaN ``probe_needed_later`` so that the NaN reads as what it is.
+    """
+    if later:
+        return None
+    if not point.has_continuation:
+        if point.compaction_id:
+            return "no continuation: nothing follows the session's own compaction"
+        return (
+            "no continuation: no user or assistant message follows the compaction point "
+            "(by default the session's leaf): nothing later to measure"
+        )
+    if not span:
+        return "the cut removes nothing at this point (no compacted fact to look for later)"
+    turns = sum(1 for m in point.continuation if m.get("role") in ("user", "assistant"))
+    return (
+        f"the continuation ({turns} user/assistant messages) uses no fact of the compacted "
+        f"span ({len(span)} messages) again"
+    )
 
 
 def compacted_span(
