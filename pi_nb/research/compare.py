@@ -26,7 +26,10 @@ What a row means:
   grades the answers 0–5 (``judge_score``, ``judge_<category>``, failures in
   ``judge_error``); the questions, answers and grades are in ``frame.attrs["judge_log"]``;
 - ``replay``: the next step with the full and with the compacted context
-  (``continuation_agreement``) and against what the agent actually did (``matches_actual``).
+  (``continuation_agreement``) and against what the agent actually did (``matches_actual``);
+  replies without a tool call are compared by the ``judge_model`` (``agreement_basis``,
+  ``agreement_score`` 0–5, the exchange in ``frame.attrs["replay_log"]``), else
+  ``agreement_note`` says why the agreement is None;
 
 At scale:
 
@@ -124,6 +127,9 @@ COLUMNS = (
     "judge_grader",
     "judge_error",
     "continuation_agreement",
+    "agreement_basis",
+    "agreement_score",
+    "agreement_note",
     "matches_actual",
     "next_full",
     "next_compacted",
@@ -310,9 +316,13 @@ def run_job(job: _Job) -> dict[str, Any]:
                 job.replay_model or job.model,
                 continuation=point.continuation,
                 completion=wrap(job.replay_completion),
+                judge_model=job.judge_model,
+                judge_completion=wrap(job.judge_completion),
+                judge_options=job.judge_options,
                 **(job.replay_options or {}),
             )
             replayed.pop("replay_steps", None)
+            row["replay_log"] = replayed.pop("agreement_log")
             row.update(replayed)
     except Exception as exc:  # a failed run is a row, not a crash of the study
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -419,7 +429,9 @@ def plan_study(jobs: Sequence[_Job]) -> pd.DataFrame:
     Each job runs offline with every model call replaced by a recorder: nothing is sent,
     nothing is cached. The summaries are then placeholders, so the requests that depend on
     a previous reply (the running summary of a chunked summary, the judge's grading of an
-    answer) are estimated with a short one.
+    answer) are estimated with a short one. The placeholder replies make no tool call, so
+    with a judge each replay also plans the judge's comparison of the two replies (an upper
+    bound: replies that make a tool call are compared without it).
     """
     import pandas as pd
 
@@ -738,6 +750,12 @@ def compare_strategies(
             frame[column] = None
     frame = frame[list(COLUMNS)].copy()
     frame.attrs["judge_log"] = _judge_log(ordered)
+    # The replay judge's exchanges (replies without a tool call), plain records like above.
+    frame.attrs["replay_log"] = [
+        {"session": row["session"], "strategy": row["strategy"], **row["replay_log"]}
+        for row in ordered
+        if row.get("replay_log")
+    ]
     frame.attrs["notes"] = study_notes(frame)
     return frame
 
