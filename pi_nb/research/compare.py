@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .probes import CATEGORIES, PROBE_TYPES
+from .probes import CATEGORIES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -212,6 +212,7 @@ def run_job(job: _Job) -> dict[str, Any]:
         needed_later_note,
         needed_later_probes,
         probe_recall,
+        recall_columns,
         score_probes,
     )
     from .synthetic import session_source
@@ -241,8 +242,6 @@ def run_job(job: _Job) -> dict[str, Any]:
         span = compacted_span(tree, job.settings, fork)
         probes = extract_probes(span)
         later = needed_later_probes(span, point.continuation) if point.has_continuation else []
-        # needed_later when the continuation used any fact of the span again.
-        row["probe_basis"] = "needed_later" if later else "heuristic"
         row["needed_later_note"] = needed_later_note(point, span, later)
         result = job.strategy.compact(
             tree,
@@ -275,19 +274,7 @@ def run_job(job: _Job) -> dict[str, Any]:
             row["cost"], row["cost_note"] = 0.0, None  # no model call: nothing spent
         text = context_text(tree.projection(result.leaf_id).messages)
         everything = [*probes, *later]
-        scored = score_probes(everything, text)
-        normalized, exact = probe_recall(scored), probe_recall(scored, "exact")
-        heuristic = scored[scored["category"].isin(PROBE_TYPES)]
-        row["probes"] = len(everything)
-        for category in CATEGORIES:
-            row[f"probe_{category}"] = normalized[category]
-        row["probe_heuristic"] = probe_recall(heuristic)["all"]
-        if later:
-            row["probe_all"] = normalized["needed_later"]
-            row["probe_all_exact"] = exact["needed_later"]
-        else:
-            row["probe_all"] = row["probe_heuristic"]
-            row["probe_all_exact"] = probe_recall(heuristic, "exact")["all"]
+        row.update(recall_columns(score_probes(everything, text)))
         row["summary_recall"] = (
             probe_recall(score_probes(everything, result.summary))["all"]
             if result.summary

@@ -64,6 +64,7 @@ __all__ = [
     "needed_later_probes",
     "probe_frame",
     "probe_recall",
+    "recall_columns",
     "score_probes",
 ]
 
@@ -734,6 +735,26 @@ def probe_recall(scored: pd.DataFrame, column: str = "normalized") -> dict[str, 
         part = scored[scored["category"] == category][column]
         out[category] = float(part.mean()) if len(part) else float("nan")
     out["all"] = float(scored[column].mean()) if len(scored) else float("nan")
+    return out
+
+
+def recall_columns(scored: pd.DataFrame) -> dict[str, Any]:
+    """The recall columns of a study row from :func:`score_probes`'s table: ``probes``,
+    ``probe_<category>``, ``probe_heuristic`` (Factory's four types), ``probe_basis`` and
+    ``probe_all`` / ``probe_all_exact`` — the needed-later recall when there are
+    needed-later probes (what the agent really used again), else the heuristic one."""
+    normalized, exact = probe_recall(scored), probe_recall(scored, "exact")
+    heuristic = scored[scored["category"].isin(PROBE_TYPES)]
+    out: dict[str, Any] = {"probes": len(scored)}
+    out.update({f"probe_{category}": normalized[category] for category in CATEGORIES})
+    out["probe_heuristic"] = probe_recall(heuristic)["all"]
+    if (scored["category"] == "needed_later").any():
+        out["probe_basis"] = "needed_later"
+        out["probe_all"], out["probe_all_exact"] = normalized["needed_later"], exact["needed_later"]
+    else:
+        out["probe_basis"] = "heuristic"
+        out["probe_all"] = out["probe_heuristic"]
+        out["probe_all_exact"] = probe_recall(heuristic, "exact")["all"]
     return out
 
 
