@@ -49,17 +49,22 @@ def test_without_a_judge_the_agreement_is_none_and_says_why() -> None:
     assert out["agreement_log"] is None and out["agreement_score"] is None
 
 
-def test_the_judge_grades_replies_without_a_tool_call() -> None:
+def _judged(judge_reply: str) -> dict[str, Any]:
+    """The replay of ``_tree`` with ``by_context`` replies, judged by a mocked judge."""
     tree, ids = _tree()
-    agree = replay_continuation(
+    return replay_continuation(
         tree,
         ids[-1],
         ids[1],
         MODEL,
         completion=by_context,
         judge_model="openai/judge-x",
-        judge_options={"mock_response": "GRADE: 4 - both go on with the callers"},
+        judge_options={"mock_response": judge_reply},
     )
+
+
+def test_the_judge_grades_replies_without_a_tool_call() -> None:
+    agree = _judged("GRADE: 4 - both go on with the callers")
     assert agree["continuation_agreement"] is True and agree["agreement_score"] == 4.0
     assert agree["agreement_basis"] == "judge openai/judge-x" and agree["agreement_note"] is None
     log = agree["agreement_log"]
@@ -72,26 +77,10 @@ def test_the_judge_grades_replies_without_a_tool_call() -> None:
     assert log["prompt"].index("Reply B (compacted context):\nNext I ask the user.") > full_at
     assert "GRADE: <0-5>" in log["prompt"]
     # The grade maps to agreement at AGREES_AT: one below disagrees.
-    below = replay_continuation(
-        tree,
-        ids[-1],
-        ids[1],
-        MODEL,
-        completion=by_context,
-        judge_model="openai/judge-x",
-        judge_options={"mock_response": f"GRADE: {AGREES_AT - 1} - a different step"},
-    )
+    below = _judged(f"GRADE: {AGREES_AT - 1} - a different step")
     assert below["continuation_agreement"] is False and below["agreement_score"] == AGREES_AT - 1
     # A reply without a grade is no verdict: None, with the reply in the note and the log.
-    vague = replay_continuation(
-        tree,
-        ids[-1],
-        ids[1],
-        MODEL,
-        completion=by_context,
-        judge_model="openai/judge-x",
-        judge_options={"mock_response": "They look similar to me."},
-    )
+    vague = _judged("They look similar to me.")
     assert vague["continuation_agreement"] is None and vague["agreement_basis"] is None
     assert vague["agreement_note"] == "judge: unparseable reply 'They look similar to me.'"
     assert vague["agreement_log"]["reply"] == "They look similar to me."
@@ -123,33 +112,20 @@ def test_tool_calls_are_still_compared_without_the_judge() -> None:
 def test_compare_passes_its_judge_to_the_replay_and_keeps_the_exchange() -> None:
     tree, ids = _tree()
     tree.append_message(user("Yes, update them."))
-    frame = compare_strategies(
-        {"s": tree},
-        ["window:10"],
-        model=MODEL,
-        at=ids[-1],
-        replay=True,
-        replay_completion=by_context,
-        judge_model="openai/judge-x",
-        judge_grader="match",
-        judge_options={"mock_response": "GRADE: 5 - the same next step"},
-        progress=False,
-    )
+    judge = {
+        "judge_model": "openai/judge-x",
+        "judge_grader": "match",
+        "judge_options": {"mock_response": "GRADE: 5 - the same next step"},
+    }
+    study = {"model": MODEL, "at": ids[-1], "replay": True, "replay_completion": by_context}
+    frame = compare_strategies({"s": tree}, ["window:10"], **study, **judge, progress=False)
     row = frame.iloc[0]
     assert row["error"] is None and row["continuation_agreement"] == True  # noqa: E712
     assert row["agreement_basis"] == "judge openai/judge-x" and row["agreement_score"] == 5.0
     [entry] = frame.attrs["replay_log"]
     assert entry["session"] == "s" and entry["reply"] == "GRADE: 5 - the same next step"
     # Without a judge the table says why the agreement is empty.
-    plain = compare_strategies(
-        {"s": tree},
-        ["window:10"],
-        model=MODEL,
-        at=ids[-1],
-        replay=True,
-        replay_completion=by_context,
-        progress=False,
-    )
+    plain = compare_strategies({"s": tree}, ["window:10"], **study, progress=False)
     assert plain["continuation_agreement"][0] is None
     assert plain["agreement_note"][0].startswith("neither reply made a tool call")
     assert plain.attrs["replay_log"] == []
