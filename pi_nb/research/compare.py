@@ -611,7 +611,10 @@ def compare_strategies(
         at: the compaction point of every session (entry id, or branch index; negative
             from the end); default: the session's last ``compaction`` entry, else its leaf.
         replay: also ask ``replay_model`` (default ``model``) for the next step with the
-            full and the compacted context (``continuation_agreement``, ``matches_actual``).
+            full and the compacted context (``continuation_agreement``, ``matches_actual``);
+            two replies without a tool call are compared by ``judge_model`` when given
+            (``agreement_basis``, ``agreement_score``, ``frame.attrs["replay_log"]``), else
+            ``agreement_note`` says why the agreement is None.
         replay_completion, replay_options: custom model call / options for the replay.
         dry_run: make no model call and return the plan instead (:func:`plan_study`): per
             (session, strategy) the planned calls, estimated input tokens and cost.
