@@ -132,7 +132,8 @@ def _write_records(frame: Any, fmt: str) -> bool:
 
 
 def _reasons(frame: Any, keep: int) -> list[str]:
-    """Why a row's figures are what they are: the strategy's note, and why it has no probes."""
+    """Why a row's figures are what they are: the strategy's note, why it has no probes
+    (or no needed-later probes), why the replay could not say whether the steps agree."""
     reasons = []
     for row in frame.to_dict(orient="records"):
         parts = []
@@ -141,6 +142,10 @@ def _reasons(frame: Any, keep: int) -> list[str]:
             parts.append(note)
         if not row.get("error") and not row.get("probes"):
             parts.append(f"no probes: nothing to cut at keep={keep}")
+        elif not row.get("error") and isinstance(row.get("needed_later_note"), str):
+            parts.append(f"needed_later: {row['needed_later_note']}")
+        if isinstance(row.get("agreement_note"), str):
+            parts.append(f"agreement: {row['agreement_note']}")
         reasons.append("; ".join(parts) or "-")
     return reasons
 

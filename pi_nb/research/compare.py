@@ -18,14 +18,18 @@ What a row means:
   when it has one (an agent's real compaction), else its leaf. When the session goes on
   after the point and uses facts of the compacted span again, ``probe_all`` is the recall
   of those **needed-later** probes — else of the heuristic probes (``probe_basis`` says
-  which; ``probe_heuristic`` is always there);
+  which; ``probe_heuristic`` is always there; ``needed_later_note`` says why a row has no
+  needed-later probes: no continuation, nothing cut, or a continuation that reuses nothing);
 - ``cost``: priced from the token counts with litellm's table (cached input at the cache
   rate); NaN with a ``cost_note`` when the model has no price — never a made-up 0.0;
 - ``judge_model``: an LLM judge answers the probe questions from the compacted context and
   grades the answers 0–5 (``judge_score``, ``judge_<category>``, failures in
   ``judge_error``); the questions, answers and grades are in ``frame.attrs["judge_log"]``;
 - ``replay``: the next step with the full and with the compacted context
-  (``continuation_agreement``) and against what the agent actually did (``matches_actual``).
+  (``continuation_agreement``) and against what the agent actually did (``matches_actual``);
+  replies without a tool call are compared by the ``judge_model`` (``agreement_basis``,
+  ``agreement_score`` 0–5, the exchange in ``frame.attrs["replay_log"]``), else
+  ``agreement_note`` says why the agreement is None;
 
 At scale:
 
@@ -65,7 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .probes import CATEGORIES, PROBE_TYPES
+from .probes import CATEGORIES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,7 +91,7 @@ __all__ = [
 ]
 
 #: Bump when a change makes cached rows stale.
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 #: ``summarizer`` of a summary written by ``pinb/scripted`` (the extractive summarizer).
 EXTRACTIVE_STAND_IN = "extractive stand-in"
@@ -114,6 +118,7 @@ COLUMNS = (
     "cost_note",
     "compaction_point",
     "probe_basis",
+    "needed_later_note",
     "probes",
     *(f"probe_{c}" for c in CATEGORIES),
     "probe_all",
@@ -125,6 +130,9 @@ COLUMNS = (
     "judge_grader",
     "judge_error",
     "continuation_agreement",
+    "agreement_basis",
+    "agreement_score",
+    "agreement_note",
     "matches_actual",
     "next_full",
     "next_compacted",
@@ -232,8 +240,10 @@ def run_job(job: _Job) -> dict[str, Any]:
         compaction_point,
         context_text,
         extract_probes,
+        needed_later_note,
         needed_later_probes,
         probe_recall,
+        recall_columns,
         score_probes,
     )
     from .synthetic import session_source
@@ -263,8 +273,7 @@ def run_job(job: _Job) -> dict[str, Any]:
         span = compacted_span(tree, job.settings, fork)
         probes = extract_probes(span)
         later = needed_later_probes(span, point.continuation) if point.has_continuation else []
-        # needed_later when the continuation used any fact of the span again.
-        row["probe_basis"] = "needed_later" if later else "heuristic"
+        row["needed_later_note"] = needed_later_note(point, span, later)
         result = job.strategy.compact(
             tree,
             model=job.model,
@@ -293,19 +302,7 @@ def run_job(job: _Job) -> dict[str, Any]:
             row["cost"], row["cost_note"] = 0.0, None  # no model call: nothing spent
         text = context_text(tree.projection(result.leaf_id).messages)
         everything = [*probes, *later]
-        scored = score_probes(everything, text)
-        normalized, exact = probe_recall(scored), probe_recall(scored, "exact")
-        heuristic = scored[scored["category"].isin(PROBE_TYPES)]
-        row["probes"] = len(everything)
-        for category in CATEGORIES:
-            row[f"probe_{category}"] = normalized[category]
-        row["probe_heuristic"] = probe_recall(heuristic)["all"]
-        if later:
-            row["probe_all"] = normalized["needed_later"]
-            row["probe_all_exact"] = exact["needed_later"]
-        else:
-            row["probe_all"] = row["probe_heuristic"]
-            row["probe_all_exact"] = probe_recall(heuristic, "exact")["all"]
+        row.update(recall_columns(score_probes(everything, text)))
         row["summary_recall"] = (
             probe_recall(score_probes(everything, result.summary))["all"]
             if result.summary
@@ -334,9 +331,13 @@ def run_job(job: _Job) -> dict[str, Any]:
                 job.replay_model or job.model,
                 continuation=point.continuation,
                 completion=wrap(job.replay_completion),
+                judge_model=job.judge_model,
+                judge_completion=wrap(job.judge_completion),
+                judge_options=job.judge_options,
                 **(job.replay_options or {}),
             )
             replayed.pop("replay_steps", None)
+            row["replay_log"] = replayed.pop("agreement_log")
             row.update(replayed)
     except Exception as exc:  # a failed run is a row, not a crash of the study
         row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -443,7 +444,9 @@ def plan_study(jobs: Sequence[_Job]) -> pd.DataFrame:
     Each job runs offline with every model call replaced by a recorder: nothing is sent,
     nothing is cached. The summaries are then placeholders, so the requests that depend on
     a previous reply (the running summary of a chunked summary, the judge's grading of an
-    answer) are estimated with a short one.
+    answer) are estimated with a short one. The placeholder replies make no tool call, so
+    with a judge each replay also plans the judge's comparison of the two replies (an upper
+    bound: replies that make a tool call are compared without it).
     """
     import pandas as pd
 
@@ -636,7 +639,10 @@ def compare_strategies(
         at: the compaction point of every session (entry id, or branch index; negative
             from the end); default: the session's last ``compaction`` entry, else its leaf.
         replay: also ask ``replay_model`` (default ``model``) for the next step with the
-            full and the compacted context (``continuation_agreement``, ``matches_actual``).
+            full and the compacted context (``continuation_agreement``, ``matches_actual``);
+            two replies without a tool call are compared by ``judge_model`` when given
+            (``agreement_basis``, ``agreement_score``, ``frame.attrs["replay_log"]``), else
+            ``agreement_note`` says why the agreement is None.
         replay_completion, replay_options: custom model call / options for the replay.
         dry_run: make no model call and return the plan instead (:func:`plan_study`): per
             (session, strategy) the planned calls, estimated input tokens and cost.
@@ -737,6 +743,12 @@ def compare_strategies(
             frame[column] = None
     frame = frame[list(COLUMNS)].copy()
     frame.attrs["judge_log"] = _judge_log(ordered)
+    # The replay judge's exchanges (replies without a tool call), plain records like above.
+    frame.attrs["replay_log"] = [
+        {"session": row["session"], "strategy": row["strategy"], **row["replay_log"]}
+        for row in ordered
+        if row.get("replay_log")
+    ]
     frame.attrs["notes"] = study_notes(frame)
     return frame
 

@@ -33,7 +33,17 @@ if TYPE_CHECKING:
 
     from ..entries import Message
 
-__all__ = ["GRADERS", "JUDGE_COLUMNS", "RUBRIC", "STRING_MATCH", "judge_probes", "judge_scores"]
+__all__ = [
+    "GRADERS",
+    "JUDGE_COLUMNS",
+    "RUBRIC",
+    "STRING_MATCH",
+    "ask_model",
+    "failure_text",
+    "grade_of",
+    "judge_probes",
+    "judge_scores",
+]
 
 #: Value of the ``grader`` column when answers are string-matched, not graded by a model.
 STRING_MATCH = "string match"
@@ -76,8 +86,8 @@ _GRADE = re.compile(r"grade\s*[:=]?\s*([0-5](?:\.\d+)?)\b", re.I)
 _BARE = re.compile(r"^\s*([0-5](?:\.\d+)?)\s*(?:/\s*5)?\s*(?:$|[-–:,.)\s])")
 
 
-def _grade_of(reply: str) -> float | None:
-    """The 0–5 grade in a grading reply (``GRADE: 4 - …`` or a bare ``4``), else None."""
+def grade_of(reply: str) -> float | None:
+    """The 0–5 grade in a judge's reply (``GRADE: 4 - …`` or a bare ``4``), else None."""
     match = _GRADE.search(reply) or _BARE.match(reply)
     if match is None:
         return None
@@ -85,8 +95,26 @@ def _grade_of(reply: str) -> float | None:
     return value if 0 <= value <= 5 else None
 
 
-def _failure(exc: BaseException) -> str:
+def failure_text(exc: BaseException) -> str:
+    """A failed call as one short line (``Type: message``), for an ``error`` field."""
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+
+
+def ask_model(
+    model: str,
+    messages: list[dict[str, Any]],
+    completion: Callable[..., Message] | None = None,
+    **call_options: Any,
+) -> str:
+    """One judge call: the reply's text, stripped (``completion`` or litellm; raises on a
+    failed call — the callers record the failure)."""
+    if completion is not None:
+        reply = completion(model, messages, **call_options)
+    else:
+        from ..llm import complete
+
+        reply = complete(model, messages, stream=False, **call_options)
+    return content_text(reply.get("content")).strip()
 
 
 def judge_probes(
@@ -123,13 +151,7 @@ def judge_probes(
     grader_label = STRING_MATCH if grader == "match" else f"judge {model}"
 
     def ask(messages: list[dict[str, Any]]) -> str:
-        if completion is not None:
-            reply = completion(model, messages, **call_options)
-        else:
-            from ..llm import complete
-
-            reply = complete(model, messages, stream=False, **call_options)
-        return content_text(reply.get("content")).strip()
+        return ask_model(model, messages, completion, **call_options)
 
     answers: dict[str, tuple[str, str | None]] = {}
     for question in dict.fromkeys(p.question for p in probes):
@@ -140,7 +162,7 @@ def judge_probes(
             )
             answers[question] = (answer, None if answer else "answer: empty reply")
         except Exception as exc:  # a failed call is a row with its error, not a crash
-            answers[question] = ("", f"answer: {_failure(exc)}")
+            answers[question] = ("", f"answer: {failure_text(exc)}")
     rows = []
     for probe in probes:
         answer, error = answers[probe.question]
@@ -158,9 +180,9 @@ def judge_probes(
             try:
                 reply = ask([{"role": "user", "content": prompt}])
             except Exception as exc:
-                error = f"grade: {_failure(exc)}"
+                error = f"grade: {failure_text(exc)}"
             else:
-                value = _grade_of(reply)
+                value = grade_of(reply)
                 if not reply:
                     error = "grade: empty reply"
                 elif value is None:

@@ -60,9 +60,11 @@ __all__ = [
     "context_text",
     "extract_probes",
     "match_probe",
+    "needed_later_note",
     "needed_later_probes",
     "probe_frame",
     "probe_recall",
+    "recall_columns",
     "score_probes",
 ]
 
@@ -630,6 +632,34 @@ def needed_later_probes(
     return _probes(found, caps, "needed_later")
 
 
+def needed_later_note(
+    point: CompactionPoint, span: Sequence[Message], later: Sequence[Probe]
+) -> str | None:
+    """Why there are no needed-later probes at ``point`` (None when there are some).
+
+    No needed-later probe is a finding, not a failure: the point may be the end of the
+    session (nothing after it to measure), the cut may remove nothing, or the session goes
+    on without using a fact of the removed span again. The comparison table shows this next
+    to the NaN ``probe_needed_later`` so that the NaN reads as what it is.
+    """
+    if later:
+        return None
+    if not point.has_continuation:
+        if point.compaction_id:
+            return "no continuation: nothing follows the session's own compaction"
+        return (
+            "no continuation: no user or assistant message follows the compaction point "
+            "(by default the session's leaf): nothing later to measure"
+        )
+    if not span:
+        return "the cut removes nothing at this point (no compacted fact to look for later)"
+    turns = sum(1 for m in point.continuation if m.get("role") in ("user", "assistant"))
+    return (
+        f"the continuation ({turns} user/assistant messages) uses no fact of the compacted "
+        f"span ({len(span)} messages) again"
+    )
+
+
 def compacted_span(
     tree: SessionTree, settings: CompactionSettings | None = None, leaf: str | None = None
 ) -> list[Message]:
@@ -705,6 +735,26 @@ def probe_recall(scored: pd.DataFrame, column: str = "normalized") -> dict[str, 
         part = scored[scored["category"] == category][column]
         out[category] = float(part.mean()) if len(part) else float("nan")
     out["all"] = float(scored[column].mean()) if len(scored) else float("nan")
+    return out
+
+
+def recall_columns(scored: pd.DataFrame) -> dict[str, Any]:
+    """The recall columns of a study row from :func:`score_probes`'s table: ``probes``,
+    ``probe_<category>``, ``probe_heuristic`` (Factory's four types), ``probe_basis`` and
+    ``probe_all`` / ``probe_all_exact`` — the needed-later recall when there are
+    needed-later probes (what the agent really used again), else the heuristic one."""
+    normalized, exact = probe_recall(scored), probe_recall(scored, "exact")
+    heuristic = scored[scored["category"].isin(PROBE_TYPES)]
+    out: dict[str, Any] = {"probes": len(scored)}
+    out.update({f"probe_{category}": normalized[category] for category in CATEGORIES})
+    out["probe_heuristic"] = probe_recall(heuristic)["all"]
+    if (scored["category"] == "needed_later").any():
+        out["probe_basis"] = "needed_later"
+        out["probe_all"], out["probe_all_exact"] = normalized["needed_later"], exact["needed_later"]
+    else:
+        out["probe_basis"] = "heuristic"
+        out["probe_all"] = out["probe_heuristic"]
+        out["probe_all_exact"] = probe_recall(heuristic, "exact")["all"]
     return out
 
 

@@ -6,6 +6,13 @@ written), scores every summary against the same probes and returns a :class:`Tun
 a DataFrame (one row per variant), the summaries, their diffs against the baseline, and an
 HTML view with the summaries side by side. :func:`prompt_editor` is a small text-area editor
 for the prompts in a notebook.
+
+The compaction point is chosen as in :func:`~pi_nb.research.compare.compare_strategies`
+(``at``; by default the session's own last compaction, else its leaf). Where the session
+goes on after the point, the **needed-later** probes (the span's facts the continuation used
+again) are the basis of ``probe_all``; with a ``judge_model`` an LLM judge also answers the
+probe questions from each summary and grades them 0–5 (``judge_score``, the exchange in
+:attr:`TuningResult.judge_log`).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .probes import PROBE_TYPES, Probe
+from .probes import CATEGORIES, Probe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,15 +41,21 @@ class TuningResult:
 
     Attributes:
         frame: one row per variant — ``variant, changed, summary_tokens, tokens_after,
-            calls, calls_cached, calls_sent, summarizer, cost, cost_note, probe_<category>,
-            probe_all`` (recall of the probes in the summary; ``calls_cached`` /
+            calls, calls_cached, calls_sent, summarizer, cost, cost_note, probes,
+            probe_<category>, probe_heuristic, probe_basis, probe_all, probe_all_exact,
+            needed_later_note`` (recall of the probes in the summary; ``probe_all`` is the
+            needed-later recall when there are needed-later probes; ``calls_cached`` /
             ``calls_sent``: calls answered from ``cache_dir`` / sent to a model;
-            ``summarizer`` is ``"extractive stand-in"`` for ``pinb/scripted``; ``cost`` NaN with a ``cost_note`` when the price is unknown).
+            ``summarizer`` is ``"extractive stand-in"`` for ``pinb/scripted``; ``cost`` NaN
+            with a ``cost_note`` when the price is unknown), and with a judge
+            ``judge_score, judge_<category>, judge_grader, judge_error``.
         summaries: variant → summary text.
         prompts: variant → PromptSet.
-        probes: the probes every summary was scored against.
+        probes: the probes every summary was scored against (heuristic and needed-later).
         scores: variant → per-probe scores (``exact``, ``normalized``).
         baseline: the variant diffs are made against.
+        judge_log: the judge's questions, answers and grades (plain records with a
+            ``variant`` key; empty without a judge).
     """
 
     frame: pd.DataFrame
@@ -51,6 +64,7 @@ class TuningResult:
     probes: list[Probe]
     scores: dict[str, pd.DataFrame] = field(repr=False)
     baseline: str = ""
+    judge_log: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def __repr__(self) -> str:
         return f"<TuningResult {len(self.summaries)} variants, baseline {self.baseline!r}>"
@@ -77,11 +91,13 @@ class TuningResult:
         names = list(self.summaries)
         head = "".join(f"<th>{esc(n)}</th>" for n in names)
         stats = []
+        judged = ("judge_score",) if "judge_score" in self.frame else ()
         for column in (
             "summary_tokens",
             "calls",
-            *(f"probe_{c}" for c in PROBE_TYPES),
+            *(f"probe_{c}" for c in CATEGORIES),
             "probe_all",
+            *judged,
         ):
             cells = "".join(f"<td>{_fmt(v)}</td>" for v in self.frame[column])
             stats.append(f"<tr><th style='text-align:left'>{esc(column)}</th>{cells}</tr>")
@@ -152,6 +168,11 @@ def tune(
     window: int | None = None,
     baseline: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    at: str | int | None = None,
+    judge_model: str | None = None,
+    judge_grader: str = "judge",
+    judge_completion: Callable[..., Message] | None = None,
+    judge_options: Mapping[str, Any] | None = None,
 ) -> TuningResult:
     """Preview the compaction of ``session`` once per prompt variant and compare.
 
@@ -163,9 +184,15 @@ def tune(
         settings: compaction settings (where the cut falls).
         focus, completion, window: passed to :func:`~pi_nb.compaction.preview_compaction`.
         baseline: the variant the others are diffed against (default: the first).
-        cache_dir: cache every summary call here, keyed by the request's content
-            (:mod:`pi_nb.research.cache`): a rerun sends nothing; per variant
+        cache_dir: cache every model call (summaries, judge) here, keyed by the request's
+            content (:mod:`pi_nb.research.cache`): a rerun sends nothing; per variant
             ``calls_cached`` / ``calls_sent`` count the calls answered from the cache / sent.
+        at: the compaction point (an entry id or a branch index, see
+            :func:`~pi_nb.research.probes.compaction_point`); the continuation after it gives
+            the needed-later probes.
+        judge_model, judge_grader, judge_completion, judge_options: an LLM judge answers
+            the probe questions from each summary (see
+            :func:`~pi_nb.research.judge.judge_probes`).
 
     Raises:
         NothingToCompact / AlreadyCompacted when the session has nothing to summarize.
@@ -176,13 +203,26 @@ def tune(
     from ._sessions import load_session
     from .cache import CachedCompletion, CallCount
     from .costs import usage_cost
-    from .probes import compacted_span, extract_probes, probe_recall, score_probes
+    from .probes import (
+        compacted_span,
+        compaction_point,
+        extract_probes,
+        needed_later_note,
+        needed_later_probes,
+        recall_columns,
+        score_probes,
+    )
     from .strategies import text_tokens
 
     named = _variant_names(variants)
-    tree = load_session(session)
+    tree = load_session(session)  # an in-memory copy: moving its leaf writes nothing
     settings = settings or CompactionSettings()
-    probes = extract_probes(compacted_span(tree, settings))
+    point = compaction_point(tree, at)
+    tree.branch(point.fork_id)
+    span = compacted_span(tree, settings)
+    later = needed_later_probes(span, point.continuation) if point.has_continuation else []
+    probes = [*extract_probes(span), *later]
+    note = needed_later_note(point, span, later)
     base_name = baseline or next(iter(named))
     if base_name not in named:
         raise ValueError(f"baseline {base_name!r} is not one of the variants {list(named)}")
@@ -192,6 +232,7 @@ def tune(
     rows = []
     summaries: dict[str, str] = {}
     scores: dict[str, pd.DataFrame] = {}
+    judge_log: list[dict[str, Any]] = []
     for name, prompts in named.items():
         count = CallCount()
         result = preview_compaction(
@@ -206,7 +247,21 @@ def tune(
         summaries[name] = result.summary
         scored = score_probes(probes, result.summary)
         scores[name] = scored
-        recall = probe_recall(scored)
+        judged: dict[str, Any] = {}
+        if judge_model:
+            from .judge import judge_probes, judge_scores
+
+            log = judge_probes(
+                probes,
+                result.summary,
+                judge_model,
+                grader=judge_grader,
+                completion=CachedCompletion(cache_dir, judge_completion, count),
+                **(judge_options or {}),
+            )
+            judged = judge_scores(log)
+            judged.pop("judge_failures")  # judge_error names them
+            judge_log += [{"variant": name, **r} for r in log.to_dict(orient="records")]
         # Priced from the token counts; NaN with a note when litellm has no price.
         cost, cost_note = usage_cost(model, result.usage) if result.calls else (0.0, None)
         changed = [
@@ -226,8 +281,9 @@ def tune(
                 "summarizer": summarizer,
                 "cost": cost,
                 "cost_note": cost_note,
-                **{f"probe_{c}": recall[c] for c in PROBE_TYPES},
-                "probe_all": recall["all"],
+                **recall_columns(scored),
+                "needed_later_note": note,
+                **judged,
             }
         )
     return TuningResult(
@@ -237,6 +293,7 @@ def tune(
         probes=probes,
         scores=scores,
         baseline=base_name,
+        judge_log=judge_log,
     )
 
 

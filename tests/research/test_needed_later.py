@@ -146,3 +146,42 @@ def test_compare_defaults_to_needed_later_with_a_continuation() -> None:
         quiet["probe_basis"][0] == "heuristic"
         and quiet["probe_all"][0] == quiet["probe_heuristic"][0]
     )
+
+
+def test_the_table_says_why_a_row_has_no_needed_later_probes() -> None:
+    """A NaN ``probe_needed_later`` comes with its reason (the shipped samples: a session
+    that ends at its leaf, and agents' compactions whose continuation reuses nothing)."""
+    from pi_nb.research.cli import _reasons
+
+    settings = CompactionSettings(keep_recent_tokens=10, reserve_tokens=1000)
+    tree, ids = _session()
+    idle = new_tree()
+    for message in SPAN:
+        idle.append_message(message)
+    pause = idle.append_message(assistant("Pausing here.", tokens=0))["id"]
+    idle.append_compaction("summary", pause, 1000)
+    idle.append_message(user("Thanks, that is all."))
+    idle.append_message(assistant("Glad to help.", tokens=0))
+    frame = compare_strategies(
+        {"leaf": tree, "idle": idle}, ["window:10"], settings=settings, progress=False
+    ).set_index("session")
+    assert frame["probe_needed_later"].isna().all()
+    assert frame.loc["leaf", "needed_later_note"] == (
+        "no continuation: no user or assistant message follows the compaction point "
+        "(by default the session's leaf): nothing later to measure"
+    )
+    assert frame.loc["idle", "needed_later_note"] == (
+        "the continuation (2 user/assistant messages) uses no fact of the compacted span "
+        f"({len(compacted_span(idle, settings, pause))} messages) again"
+    )
+    # At an inner point the same session has needed-later probes, and no note.
+    inner = compare_strategies(
+        {"p": tree}, ["window:10"], settings=settings, at=ids[len(SPAN) - 1], progress=False
+    )
+    assert inner["probe_basis"][0] == "needed_later" and inner["needed_later_note"][0] is None
+    # Nothing cut: the note says so (and the CLI's reason column carries the note).
+    big = CompactionSettings(keep_recent_tokens=100_000, reserve_tokens=1000)
+    uncut = compare_strategies({"p": tree}, ["window:10"], settings=big, at=ids[2], progress=False)
+    assert uncut["needed_later_note"][0].startswith("the cut removes nothing")
+    reasons = _reasons(frame.reset_index(), 10)
+    assert reasons[1].endswith("needed_later: " + frame.loc["idle", "needed_later_note"])
