@@ -859,19 +859,47 @@ class SessionTree:
         usage: dict[str, Any] | None = None,
     ) -> Entry:
         """Append a compaction checkpoint; ``first_kept_entry_id=None`` keeps nothing."""
+        entry = self.compaction_entry(summary, first_kept_entry_id, tokens_before, details, from_hook, usage)
+        return self.append_entry(entry)
+
+    @_serialized
+    def compaction_entry(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        details: Any,
+        from_hook: bool | None,
+        usage: dict[str, Any] | None,
+        *,
+        draft: bool = False,
+    ) -> Entry:
+        """The compaction entry :meth:`append_compaction` writes, child of the leaf (not
+        appended). ``draft=True`` (a preview): a fresh random id and the wall-clock time,
+        so that drafting draws nothing from the tree's own id source and clock.
+
+        Raises:
+            EntryNotFoundError: ``first_kept_entry_id`` is not in the tree.
+        """
         if first_kept_entry_id is not None and first_kept_entry_id not in self._by_id:
             raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
         system = current_system_message(self.projection().messages)
-        entry = self._base("compaction")
+        if draft:
+            entry: Entry = {
+                "type": "compaction",
+                "id": new_entry_id(self._by_id),
+                "parentId": self._leaf_id,
+                "timestamp": now_iso(),
+            }
+        else:
+            entry = self._base("compaction")
         entry["summary"] = summary
         entry["firstKeptEntryId"] = first_kept_entry_id or entry["id"]
         entry["tokensBefore"] = tokens_before
-        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
-            if value is not None:
-                entry[key] = value
+        _set_present(entry, details=details, usage=usage, fromHook=from_hook)
         if system is not None:
             entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
-        return self.append_entry(entry)
+        return entry
 
     @_serialized
     def append_custom(self, custom_type: str, data: Any = None) -> Entry:
@@ -977,9 +1005,7 @@ class SessionTree:
         entry = self._base("branch_summary")
         entry["fromId"] = from_id
         entry["summary"] = summary
-        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
-            if value is not None:
-                entry[key] = value
+        _set_present(entry, details=details, usage=usage, fromHook=from_hook)
         return self.append_entry(entry)
 
     # --- forks --------------------------------------------------------------------------
@@ -1052,6 +1078,14 @@ class SessionTree:
 
 
 _BAD_PARENT = object()  # children-index key for entries whose parentId is not a string
+
+
+def _set_present(entry: Entry, **fields: Any) -> None:
+    """Set the optional ``fields`` of a summary entry that have a value (Pi writes no
+    ``null`` for them), in the order given."""
+    for key, value in fields.items():
+        if value is not None:
+            entry[key] = value
 
 
 def _parent_key(entry: Entry) -> Any:
