@@ -1,5 +1,10 @@
 """The agent: a loop over a session file, its tools, overflow handling and the ``Session``.
 
+``Session`` (:mod:`.session`) is a façade over one module per concept: :mod:`.config`
+(model, window, settings, system prompt, tools), :mod:`.bus` (events to listeners and
+hooks), :mod:`.next_call` (the next-call token figure), :mod:`.recovery` (the rules),
+:mod:`.retries` and :mod:`.auto_compaction` (carrying them out).
+
 Importing this package does not import litellm; the first model call does.
 """
 

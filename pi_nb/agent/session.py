@@ -18,45 +18,29 @@ Around the agent loop the session applies Pi 1.3's policy:
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
-import warnings
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..display import to_html
 from ..entries import Entry, Message
-from ..events import (
-    LOOP_EVENTS,
-    AutoRetryEnd,
-    AutoRetryStart,
-    CompactionEnd,
-    CompactionStart,
-    EntryAppended,
-    ErrorEvent,
-    PiEvent,
-    SessionCompactFailed,
-)
+from ..events import ErrorEvent
 from ..hooks import Hooks
 from ..models import default_model, default_model_notice
 from ..session.tree import SessionTree
 from ..tokens import ContextTokens
 from . import recovery
-from .config import SettingOverride, settings_in_force
+from .auto_compaction import CompactionDriver
+from .bus import EventBus, Listener
+from .config import SessionConfig, default_system_prompt
 from .loop import AgentLoop, LoopConfig, LoopResult, MessageQueue, QueueMode, now_ms, user_message
-from .overflow import ErrorKind, RetryPolicy
-from .recovery import (
-    LENGTH_RECOVERY_FAILED,
-    OVERFLOW_RECOVERY_FAILED,
-    Compact,
-    GiveUp,
-    Limits,
-    RecoveryState,
-)
+from .next_call import NextCallTokens, next_call_of
+from .overflow import RetryPolicy
+from .recovery import LENGTH_RECOVERY_FAILED, OVERFLOW_RECOVERY_FAILED, RecoveryState
 from .result import RunResult, above_threshold_note, text_of, usage_total
+from .retries import RetryDriver
 from .tools import Tool, default_tools, tool_from_function
 
 if TYPE_CHECKING:
@@ -75,43 +59,6 @@ __all__ = [
 ]
 
 _NOTICE_SHOWN: set[str] = set()
-
-
-@dataclass(frozen=True)
-class NextCallTokens:
-    """The context tokens of the next model call, with its parts.
-
-    Estimated (``reported`` False): ``messages`` (Pi's chars/4 over the projection) +
-    ``system_prompt`` + ``tools`` (the declarations sent with every request). Reported:
-    the provider's usage of the last valid reply (``usage``, which covers the system prompt
-    and tools) + estimates of the ``messages`` after it.
-    """
-
-    tokens: int
-    messages: int
-    system_prompt: int
-    tools: int
-    usage: int
-    reported: bool
-
-    def parts(self) -> list[tuple[str, int]]:
-        """(label, tokens) pairs that add up to :attr:`tokens`."""
-        if self.reported:
-            return [("reported usage", self.usage), ("estimated newer messages", self.messages)]
-        return [
-            ("messages", self.messages),
-            ("system prompt", self.system_prompt),
-            ("tool declarations", self.tools),
-        ]
-
-    def label(self) -> str:
-        """``1,111 tokens (estimated: messages 534 + system prompt 60 + tool declarations
-        517)``, or ``677 tokens (reported usage 677 + estimated newer messages 0)`` — the
-        same words on every surface."""
-        parts = " + ".join(f"{name} {value:,}" for name, value in self.parts())
-        if self.reported:
-            return f"{self.tokens:,} tokens ({parts})"
-        return f"{self.tokens:,} tokens (estimated: {parts})"
 
 
 def next_call_tokens(session_or_tree: Any, model: str | None = None) -> NextCallTokens:
@@ -133,28 +80,17 @@ def _default_model() -> str:
     return default_model()
 
 
-#: A listener gets every typed event (:mod:`pi_nb.events`).
-Listener = Callable[[PiEvent], None]
-
-
 class SessionBusyError(RuntimeError):
     """A prompt is already running on this session."""
 
 
-def default_system_prompt(cwd: str, tools: Sequence[Tool]) -> str:
-    """pi_nb's short default system prompt (our own wording)."""
-    if not tools:
-        return "You are a helpful assistant. Answer concisely and accurately."
-    names = ", ".join(t.name for t in tools)
-    return (
-        "You are an AI coding assistant working in the folder "
-        f"{cwd}. You can call these tools: {names}. Work in small, verifiable steps: read "
-        "before you edit, check the result of commands, and say briefly what you changed."
-    )
-
-
-class Session:
+class Session(SessionConfig):
     """An agent bound to a session file.
+
+    A façade: configuration (:class:`~pi_nb.agent.config.SessionConfig`), the event bus
+    (:mod:`pi_nb.agent.bus`), compactions (:mod:`pi_nb.agent.auto_compaction`), the
+    next-call figure (:mod:`pi_nb.agent.next_call`) and the recovery rules
+    (:mod:`pi_nb.agent.recovery`) each live in their own module.
 
     Make one with :meth:`new`, :meth:`open` or :meth:`in_memory` (or from a
     :class:`SessionTree`). Options (all keyword):
@@ -254,12 +190,11 @@ class Session:
         self.follow_ups = MessageQueue(follow_up_mode)
         self._abort = threading.Event()
         self._run_lock = threading.Lock()
-        self._listeners: list[Listener] = []
         # the retry / overflow memory (pi_nb.agent.recovery) and the current run
         self._recovery = RecoveryState()
-        self._on_event: Listener | None = None
-        self._run_compactions: list[Any] = []
-        self._run_error: str | None = None
+        self._bus = EventBus(lambda: self.hooks, self._recovery.observe)
+        self._compactor = CompactionDriver(self)
+        self._retries = RetryDriver(self)
         self._run_system_prompt: str | None = None
 
     # --- construction --------------------------------------------------------------------------
@@ -323,132 +258,8 @@ class Session:
         return cls.new(file, **opts)
 
     @property
-    def llm_kwargs(self) -> dict[str, Any]:
-        """Extra options for every model call (see the class docstring); assigning replaces
-        them all (``{}`` clears them)."""
-        return self._llm_kwargs
-
-    @llm_kwargs.setter
-    def llm_kwargs(self, value: dict[str, Any]) -> None:
-        from ..llm import check_call_options
-
-        kwargs = dict(value or {})
-        check_call_options(kwargs)
-        self._llm_kwargs = kwargs
-        self._adapt_script()
-
-    def _adapt_script(self) -> None:
-        """A list script for pinb/scripted becomes a stateful Script (one turn per call).
-
-        A list is replayed by counting assistant messages in the request, which a retry, an
-        omitted failure or a compaction changes; a session needs call order. Building the
-        Script checks every turn, so a malformed script fails here, before any call.
-        """
-        script = self._llm_kwargs.get("script")
-        if isinstance(script, (list, tuple)) and self._model.startswith("pinb/"):
-            from ..models.scripted import Script
-
-            self._llm_kwargs["script"] = Script(script)
-
-    # --- properties -----------------------------------------------------------------------------
-
-    @property
     def path(self) -> str | None:
         return self.tree.path
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @model.setter
-    def model(self, value: str) -> None:
-        self._model = self._served(value)
-        self._adapt_script()
-
-    @property
-    def api_base(self) -> str | None:
-        """The OpenAI-compatible server the model calls go to (``llm_kwargs["api_base"]``),
-        or None; setting it applies the model-name rule of :func:`pi_nb.llm.served_model`."""
-        return self._llm_kwargs.get("api_base") or None
-
-    @api_base.setter
-    def api_base(self, value: str | None) -> None:
-        if value:
-            self._llm_kwargs["api_base"] = value
-            self._model = self._served(self._model)
-        else:
-            self._llm_kwargs.pop("api_base", None)
-        self._window_cache.clear()  # another server may report another window
-        self.window_note = None
-
-    def _served(self, model: str) -> str:
-        from ..llm import served_model
-
-        return served_model(model, self.api_base) if self.api_base else model
-
-    @property
-    def window(self) -> int:
-        """Context window W: explicit, else the model's (litellm's table; pinb/smollm2 → 2048)."""
-        if self._window is not None:
-            return self._window
-        cached = self._window_cache.get(self._model)
-        if cached is None:
-            if self.api_base:
-                import warnings
-
-                from ..llm import endpoint_window
-
-                # Ask the server; never assume a window silently (the note says so).
-                cached, self.window_note = endpoint_window(self._model, self.api_base)
-                if self.window_note:
-                    warnings.warn(self.window_note, UserWarning, stacklevel=2)
-            else:
-                from ..compaction.settings import resolve_window
-
-                cached = resolve_window(self._model)
-            self._window_cache[self._model] = cached
-        return cached
-
-    @window.setter
-    def window(self, value: int | None) -> None:
-        self._window = value
-
-    @property
-    def settings(self) -> CompactionSettings:
-        """Compaction settings in force for the current model (explicit reserve/keep applied)."""
-        return settings_in_force(
-            self.compaction_settings,
-            self._model,
-            lambda: self.window,
-            reserve=self._reserve,
-            keep=self._keep,
-            explicit=self._settings_explicit,
-        )
-
-    reserve = SettingOverride("reserve_tokens", "R: tokens kept free for the reply and the summary call.")
-    keep = SettingOverride("keep_recent_tokens", "Recent tokens kept verbatim by a compaction.")
-
-    @property
-    def threshold(self) -> int:
-        """W − R: a context estimate above it triggers compaction."""
-        return self.window - self.reserve
-
-    @property
-    def system_prompt(self) -> str | None:
-        """The system prompt sent with requests.
-
-        Default: pi_nb's short prompt — unless the transcript carries its own system messages
-        (a Pi 1.3 session), which then stand alone.
-        """
-        if self._system_prompt is not None:
-            return self._system_prompt or None
-        if any(m.get("role") == "system" for m in self.tree.projection().messages):
-            return None
-        return default_system_prompt(self.cwd, self._effective_tools())
-
-    @system_prompt.setter
-    def system_prompt(self, value: str | None) -> None:
-        self._system_prompt = value
 
     @property
     def is_running(self) -> bool:
@@ -464,25 +275,6 @@ class Session:
         """C = P(H): what the model sees next."""
         return self.tree.projection()
 
-    def _request_overhead_parts(self, system_prompt: str | None = None) -> tuple[int, int]:
-        """(system prompt, tool declarations) estimated tokens: sent with every request but
-        not stored in the transcript. Their sum is ceil(chars / 4) of both together."""
-        from ..entries import js_len, js_stringify
-
-        prompt = system_prompt if system_prompt is not None else (self.system_prompt or "")
-        prompt_chars = js_len(prompt)
-        chars = prompt_chars
-        tools = self._effective_tools()
-        if tools:
-            chars += js_len(js_stringify([t.declaration() for t in tools]))
-        both = math.ceil(chars / 4)
-        prompt_tokens = min(both, math.ceil(prompt_chars / 4))
-        return prompt_tokens, both - prompt_tokens
-
-    def _request_overhead(self, system_prompt: str | None = None) -> int:
-        """Estimated tokens of the system prompt and tool declarations together."""
-        return sum(self._request_overhead_parts(system_prompt))
-
     def context_tokens(self) -> ContextTokens:
         """Pi 1.3's projected context estimate (usage-first, stale usage ignored).
 
@@ -492,67 +284,16 @@ class Session:
         """
         return recovery.projected_tokens(self.tree, self._run_overhead)
 
-    def _run_overhead(self) -> int:
-        return self._request_overhead(self._run_system_prompt)
-
-    def _limits(self) -> Limits:
-        settings = self.settings
-        return Limits(
-            model=self._model,
-            window=self.window,
-            reserve=settings.reserve_tokens,
-            enabled=settings.enabled,
-            desired_output=self._desired_output(),
-        )
-
     def next_call_tokens(self) -> NextCallTokens:
         """The context of the next model call and its parts — the one basis every token
         figure of pi_nb shows (``%pi tokens``, ``pi-nb tokens``, the explorer, the bar)."""
-        estimate = self.tree.context_tokens()
-        if estimate.lastUsageIndex is not None:
-            return NextCallTokens(
-                estimate.tokens, estimate.trailingTokens, 0, 0, estimate.usageTokens, True
-            )
-        prompt, tools = self._request_overhead_parts(self._run_system_prompt)
-        total = estimate.tokens + prompt + tools
-        return NextCallTokens(total, estimate.tokens, prompt, tools, 0, False)
+        return next_call_of(self.tree, lambda: self._request_overhead_parts(self._run_system_prompt))
 
-    # --- events ----------------------------------------------------------------------------------------
+    # --- events, queues and abort -------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event)`` for every event of every run; returns an unsubscribe function."""
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
-
-    def _emit(self, event: PiEvent) -> None:
-        """Deliver ``event`` to the run's ``on_event``, the listeners and the hooks, then
-        let the recovery state see it (which may close a retry sequence)."""
-        targets = ([self._on_event] if self._on_event is not None else []) + list(self._listeners)
-        for listener in targets:
-            try:
-                listener(event)
-            except Exception as exc:  # a broken listener must not break the run
-                warnings.warn(
-                    f"pi_nb: event listener failed on {event.type}: {exc!r}", RuntimeWarning, stacklevel=2
-                )
-        if event.type in _HOOK_EVENTS:
-            self._notify_hooks(event)
-        ended = self._recovery.observe(event)
-        if ended is not None:
-            self._emit(ended)
-
-    def _notify_hooks(self, event: PiEvent) -> None:
-        try:
-            self.hooks.emit(event)
-        except Exception as exc:  # Hooks reports handler errors itself; this is a last guard
-            warnings.warn(f"pi_nb: hook failed on {event.type}: {exc!r}", RuntimeWarning, stacklevel=2)
-
-    # --- queues and abort -------------------------------------------------------------------------
+        return self._bus.subscribe(listener)
 
     def steer(self, text: str) -> None:
         """Queue a message injected before the next model call of the running prompt."""
@@ -568,18 +309,6 @@ class Session:
 
     # --- running ----------------------------------------------------------------------------------------
 
-    def _effective_tools(self) -> list[Tool]:
-        """Tools sent to the model; default tools are dropped for models without tool calling."""
-        if not self.tools or self._tools_explicit:
-            return self.tools
-        if self._model.startswith("pinb/") and self._model != "pinb/scripted":
-            from ..models import model_info_entries
-
-            info = model_info_entries().get(self._model, {})
-            if info.get("supports_function_calling") is False:
-                return []
-        return self.tools
-
     def _loop(self, system_prompt: str | None) -> AgentLoop:
         config = LoopConfig(
             model=self._model,
@@ -590,12 +319,12 @@ class Session:
             transform_context=self._transform_context,
             complete=self._complete,
             tool_timeout=self.tool_timeout,
-            prepare_next_turn=self._before_next_turn,
+            prepare_next_turn=self._compactor.between_turns,
         )
         return AgentLoop(
             self.tree,
             config,
-            emit=self._emit,
+            emit=self._bus.emit,
             abort=self._abort,
             steering=self.steering,
             follow_up=self.follow_ups,
@@ -624,17 +353,16 @@ class Session:
             raise SessionBusyError("a prompt is already running; use steer() or follow_up()")
         appended: list[Entry] = []
         unsubscribe = self.tree.on_append(appended.append)
-        self._on_event = on_event
+        self._bus.on_event = on_event
         self._abort.clear()
-        self._run_compactions = []
-        self._run_error = None
+        self._compactor.start_run()
         self._recovery.start_run()
         replies: list[Message] = []
         aborted = False
         try:
             last = self._last_assistant()
             if last is not None:
-                self._check_compaction(last[0], last[1], skip_aborted=False, tool_results=[])
+                self._compactor.check(last[0], last[1], skip_aborted=False, tool_results=[])
             extra, system_prompt = self._before_agent_start(text)
             self._run_system_prompt = system_prompt
             prompts: list[Message] = [user_message(text), *extra]
@@ -644,9 +372,9 @@ class Session:
                 replies += [m for m, _ in result.messages if m.get("role") == "assistant"]
                 if result.aborted or self._abort.is_set():
                     aborted = True
-                    self._finish_cancelled_retry()
+                    self._retries.finish_cancelled()
                     break
-                if not self._after_run(result):
+                if not self._retries.after_run(result):
                     self._record_final_error(result)
                     break
                 if self._abort.is_set():
@@ -655,35 +383,28 @@ class Session:
                 result = loop.continue_()
         finally:
             unsubscribe()
-            self._on_event = None
+            self._bus.on_event = None
             self._run_system_prompt = None
             self._run_lock.release()
-        if self._run_error:
-            self._emit_to(on_event, ErrorEvent(message=self._run_error))
+        error = self._compactor.run_error
+        if error:
+            self._bus.emit_to(on_event, ErrorEvent(message=error))
         final = next((m for m in reversed(replies) if m.get("stopReason") not in ("error", "aborted")), None)
         last_reply = replies[-1] if replies else None
         return RunResult(
             entries=appended,
             text=text_of(final if not aborted else last_reply),
             usage=usage_total(replies),
-            compactions=list(self._run_compactions),
-            error=self._run_error,
+            compactions=list(self._compactor.compactions),
+            error=error,
             aborted=aborted,
             replies=replies,
         )
 
-    def _emit_to(self, on_event: Listener | None, event: PiEvent) -> None:
-        previous = self._on_event
-        self._on_event = on_event
-        try:
-            self._emit(event)
-        finally:
-            self._on_event = previous
-
     def _record_final_error(self, result: LoopResult) -> None:
         reply = result.last_assistant
-        if self._run_error is None and reply is not None and reply.get("stopReason") == "error":
-            self._run_error = reply.get("errorMessage") or "the model call failed"
+        if self._compactor.run_error is None and reply is not None and reply.get("stopReason") == "error":
+            self._compactor.run_error = reply.get("errorMessage") or "the model call failed"
 
     def _before_agent_start(self, text: str) -> tuple[list[Message], str | None]:
         base = self.system_prompt
@@ -710,221 +431,17 @@ class Session:
                     return message, pe.id
         return None
 
-    # --- after a run: retry, overflow, threshold ------------------------------------------------------
-
-    def _after_run(self, result: LoopResult) -> bool:
-        """Pi's post-run handling: retry first, then the compaction check; True when the
-        loop should continue."""
-        message = result.last_assistant
-        if message is None:
-            return bool(self.steering or self.follow_ups)
-        entry_id = result.last_assistant_entry["id"] if result.last_assistant_entry else None
-        state = self._recovery
-        if state.should_retry(message, result.error_kind, self.retry, self.window) and self._retry(
-            message, entry_id
-        ):
-            return not self._abort.is_set()
-        if self._abort.is_set():
-            self._finish_cancelled_retry()
-            return False
-        if message.get("stopReason") == "error":
-            self._emit_if(state.end_retry(success=False, final_error=message.get("errorMessage")))
-        tool_ids = [entry["id"] for _, entry in result.tool_results]
-        if self._check_compaction(
-            message, entry_id, skip_aborted=True, tool_results=tool_ids, error_kind=result.error_kind
-        ):
-            return not self._abort.is_set()
-        return not self._abort.is_set() and bool(self.steering or self.follow_ups)
-
-    def _emit_if(self, event: PiEvent | None) -> None:
-        if event is not None:
-            self._emit(event)
-
-    def _retry(self, message: Message, entry_id: str | None) -> bool:
-        """Announce and wait out one retry (the failed attempt omitted); False when the
-        retries are spent or the wait was aborted."""
-        start = self._recovery.next_retry(message, self.retry)
-        if start is None:
-            return False
-        self._emit(start)
-        if entry_id is not None:
-            self._omit([entry_id])
-        if not self.retry.wait(start.delay_ms / 1000, self._abort):
-            self._finish_cancelled_retry()
-            return False
-        return True
-
-    def _finish_cancelled_retry(self) -> None:
-        self._emit_if(self._recovery.end_retry(success=False, final_error="Retry cancelled"))
-
-    def _omit(self, entry_ids: Iterable[str]) -> None:
-        """Append ``context_edit(null)`` for entries still visible in the context."""
-        projection = self.tree.projection()
-        visible = {pe.id for pe in projection.entries if pe.messages}
-        for entry_id in entry_ids:
-            if entry_id in visible:
-                self._emit(EntryAppended(entry=self.tree.append_context_edit(entry_id, None)))
-
-    def _check_compaction(
-        self,
-        message: Message,
-        entry_id: str | None,
-        *,
-        skip_aborted: bool,
-        tool_results: Sequence[str],
-        error_kind: ErrorKind | None = None,
-    ) -> bool:
-        """Pi 1.3's ``_checkCompaction`` (rules in :mod:`pi_nb.agent.recovery`); True when
-        the loop should continue."""
-        decision = recovery.check_compaction(
-            self.tree,
-            message,
-            entry_id,
-            self._limits(),
-            self._recovery,
-            skip_aborted=skip_aborted,
-            tool_results=tool_results,
-            error_kind=error_kind,
-            overhead=self._run_overhead,
-        )
-        return self._carry_out(decision)
-
-    def _carry_out(self, decision: recovery.Decision) -> bool:
-        """Do what the rules decided; True when the loop should continue."""
-        if decision is None:
-            return False
-        if isinstance(decision, GiveUp):
-            self._end_compaction("overflow", error_message=decision.error)
-            self._notify_hooks(
-                SessionCompactFailed(
-                    reason="overflow",
-                    error_message=decision.error,
-                    aborted=False,
-                    will_retry=False,
-                    from_extension=False,
-                )
-            )
-            self._run_error = decision.error
-            return False
-        if decision.omit:
-            self._omit(decision.omit)
-        return self._auto_compact(decision.reason, will_retry=decision.will_retry)
-
-    def _desired_output(self) -> int | None:
-        """The output cap of the agent's replies: ``max_tokens`` or one in ``llm_kwargs``
-        (the smaller when both are set, as :func:`pi_nb.llm.call_options` sends it)."""
-        caps = [v for v in (self.max_tokens, self.llm_kwargs.get("max_tokens")) if v]
-        return min(caps) if caps else None
-
-    def _before_next_turn(self) -> None:
-        """Between turns of a run: compact when the projected estimate crosses W − R."""
-        decision: Compact | None = recovery.between_turns(self.tree, self._limits(), self._run_overhead)
-        self._carry_out(decision)
-
-    def _end_compaction(self, reason: str, *, to_hooks: bool = True, **fields: Any) -> None:
-        """The one place a session's ``compaction_end`` is built (listeners; hooks too
-        unless :func:`pi_nb.compaction.compact` already told them). ``fields``: those of
-        :class:`~pi_nb.events.CompactionEnd`; ``threshold`` is added to a result."""
-        threshold = self.threshold if fields.get("result") is not None else None
-        event = CompactionEnd(reason=reason, threshold=threshold, **fields)
-        self._emit(event)
-        if to_hooks:
-            self._notify_hooks(event)
-
-    def _summary_completion(self) -> Callable[..., Message]:
-        """The model call compaction uses for summaries: same model, same extra kwargs."""
-        from ..llm import call_options
-
-        complete = self._complete
-        kwargs = dict(self.llm_kwargs)
-
-        def call(model: str, messages: Sequence[dict[str, Any]], **options: Any) -> Message:
-            nonlocal complete
-            if complete is None:
-                from ..llm import complete
-            return complete(model, messages, **call_options(kwargs, **{"stream": False, **options}))
-
-        return call
-
-    def _auto_compact(self, reason: str, *, will_retry: bool) -> bool:
-        """Run an automatic compaction; True when the loop should continue afterwards."""
-        from .. import compaction as comp
-        from ..redact import redact
-
-        self._emit(CompactionStart(reason=reason))
-        recovering = reason == "overflow" and will_retry
-        try:
-            result = comp.compact(
-                self.tree,
-                self._model,
-                reason=reason,
-                will_retry=will_retry,
-                **self._compaction_options(None),
-            )
-        except (comp.NothingToCompact, comp.AlreadyCompacted) as exc:
-            self._end_compaction(reason, skipped=str(exc), to_hooks=False)
-            if recovering:
-                self._run_error = f"Context overflow recovery failed: {exc}"
-            return False
-        except comp.CompactionCancelled:
-            self._end_compaction(reason, aborted=True, to_hooks=False)
-            if recovering:
-                self._run_error = "Context overflow recovery failed: compaction cancelled"
-            return False
-        except Exception as exc:
-            prefix = "Context overflow recovery failed" if reason == "overflow" else "Auto-compaction failed"
-            error = redact(f"{prefix}: {exc}")
-            self._end_compaction(reason, error_message=error, to_hooks=False)
-            if recovering:
-                self._run_error = error
-            else:
-                self._emit(ErrorEvent(message=error, source="compaction"))
-            return False
-        self._run_compactions.append(result)
-        self._end_compaction(reason, result=result, will_retry=will_retry, to_hooks=False)
-        if will_retry:
-            return True
-        return bool(self.steering or self.follow_ups)
-
     # --- manual operations ----------------------------------------------------------------------------
 
     def _require_idle(self, what: str) -> None:
         if self.is_running:
             raise SessionBusyError(f"cannot {what} while a prompt is running")
 
-    def _compaction_options(self, focus: str | None) -> dict[str, Any]:
-        """What every compaction of this session passes to :func:`pi_nb.compaction.compact`."""
-        return {
-            "settings": self.settings,
-            "prompts": self.prompts,
-            "focus": focus,
-            "hooks": self.hooks,
-            "window": self.window,
-            "completion": self._summary_completion(),
-        }
-
     def compact(self, focus: str | None = None, preview: bool = False) -> Any:
         """Compact now (Pi's ``/compact [focus]``), or with ``preview=True`` show what would be
         summarized and kept without changing the session."""
-        from .. import compaction as comp
-
         self._require_idle("compact")
-        options = self._compaction_options(focus)
-        if preview:
-            return comp.preview_compaction(self.tree, self._model, **options)
-        self._emit(CompactionStart(reason="manual"))
-        try:
-            result = comp.compact(self.tree, self._model, reason="manual", will_retry=False, **options)
-        except BaseException as exc:
-            self._end_compaction(
-                "manual",
-                aborted=isinstance(exc, comp.CompactionCancelled),
-                error_message=str(exc),
-                to_hooks=False,
-            )
-            raise
-        self._end_compaction("manual", result=result, to_hooks=False)
-        return result
+        return self._compactor.manual(focus, preview)
 
     def above_threshold_note(self, tokens: int | None) -> str | None:
         """A one-line hint when a compaction left ``tokens`` above W − R (the kept tail plus
@@ -945,26 +462,8 @@ class Session:
     def navigate(self, target: str, summarize: bool = False, focus: str | None = None, label: str | None = None) -> Any:
         """Move to another point of the tree (Pi's ``/tree``), optionally summarizing the
         branch being left."""
-        from .. import compaction as comp
-
         self._require_idle("navigate")
-        from ..compaction.settings import DEFAULT_BRANCH_SUMMARY_RESERVE
-
-        return comp.navigate(
-            self.tree,
-            self.resolve(target),
-            summarize=summarize,
-            model=self._model,
-            focus=focus,
-            hooks=self.hooks,
-            label=label,
-            prompts=self.prompts,
-            window=self.window if summarize else None,
-            reserve_tokens=min(DEFAULT_BRANCH_SUMMARY_RESERVE, self.reserve),
-            completion=self._summary_completion(),
-            accept_truncated=self.settings.accept_truncated,
-            pi_release=self.settings.pi_release,
-        )
+        return self._compactor.navigate(self.resolve(target), summarize, focus, label)
 
     def label(self, entry_id: str, text: str | None) -> Entry:
         """Label an entry (None or "" clears the label)."""
@@ -983,12 +482,6 @@ class Session:
             raise ValueError(f"{target} is already omitted from the context; nothing written")
         return self.tree.append_context_edit(target, None if omit else {"content": replace})
 
-    @property
-    def known_window(self) -> int | None:
-        """The context window when already known (given, or resolved earlier), else None;
-        unlike :attr:`window` it never resolves (a display must not look the model up)."""
-        return self._window if self._window is not None else self._window_cache.get(self._model)
-
     def _repr_html_(self) -> str | None:
         # The renderer lives in the notebook layer, which registers it (pi_nb.display).
         return to_html(self)
@@ -998,8 +491,3 @@ class Session:
         window = self._window if self._window is not None else self._window_cache.get(self._model, "?")
         return f"<Session {self._model} W={window} entries={len(self.tree)} {where}>"
 
-
-# Agent events forwarded to hooks (extensions see them like Pi's).
-_HOOK_EVENTS = frozenset(cls.type for cls in (*LOOP_EVENTS, AutoRetryStart, AutoRetryEnd, EntryAppended))
-# compaction_start / compaction_end reach hooks from pi_nb.compaction.compact itself (and
-# from Session._end_compaction when recovery gives up without compacting).

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..entries import Entry, Message, iso_to_ms, new_entry_id, now_iso
+from ..entries import Entry, Message, iso_to_ms
 from ..events import (
     CompactionEnd,
     CompactionStart,
@@ -29,13 +29,14 @@ from ..hooks import (
     SESSION_BEFORE_TREE,
     Hooks,
 )
-from ..messages import content_text, current_system_message
+from ..messages import content_text
 from ..projection import (
     apply_edit,
     build_session_projection,
     compaction_summary_message,
     entry_messages,
 )
+from ..session.tree import EntryNotFoundError
 from ..tokens import estimate_tokens
 from .prepare import (
     CompactionPreparation,
@@ -72,6 +73,7 @@ __all__ = [
     "collect_branch_entries",
     "compact",
     "context_change",
+    "failure_events",
     "hook_warnings",
     "navigate",
     "prepare_branch_entries",
@@ -480,6 +482,19 @@ def _decide(
     return _summarize(preparation, model, prompts or DEFAULT_PROMPTS, focus, window, completion)
 
 
+def _entry_fields(plan: _Plan) -> tuple[str, str | None, int, Any, bool, dict[str, Any] | None]:
+    """The arguments of :meth:`SessionTree.compaction_entry` for ``plan`` (written by
+    :func:`compact`, drafted by :func:`preview_compaction`)."""
+    return (
+        plan.summary,
+        plan.first_kept_entry_id,
+        plan.tokens_before,
+        plan.details,
+        plan.from_hook,
+        plan.usage,
+    )
+
+
 def _messages_tokens(messages: Sequence[Message]) -> int:
     return sum(estimate_tokens(m) for m in messages)
 
@@ -569,14 +584,7 @@ def compact(
             completion,
         )
         from_hook = plan.from_hook
-        entry = tree.append_compaction(
-            plan.summary,
-            plan.first_kept_entry_id,
-            plan.tokens_before,
-            plan.details,
-            plan.from_hook,
-            plan.usage,
-        )
+        entry = tree.append_compaction(*_entry_fields(plan))
         projection = tree.projection()
         result = _result(plan, entry, projection, reason)
         # Hook failures so far (a policy that did not run): on the result before
@@ -587,16 +595,8 @@ def compact(
         if hooks is not None and started:
             aborted = isinstance(exc, CompactionCancelled)
             message = None if aborted else f"{_FAILURE_PREFIX.get(reason, _FAILED)}: {exc}"
-            hooks.emit(CompactionEnd(reason=reason, aborted=aborted, error_message=message))
-            hooks.emit(
-                SessionCompactFailed(
-                    reason=reason,
-                    error_message=message,
-                    aborted=aborted,
-                    will_retry=False,
-                    from_extension=from_hook,
-                )
-            )
+            for event in failure_events(reason, message, aborted=aborted, from_extension=from_hook):
+                hooks.emit(event)
         raise
     if hooks is not None:
         hooks.emit(
@@ -610,6 +610,24 @@ def compact(
         hooks.emit(CompactionEnd(reason=reason, result=result, will_retry=will_retry))
         result.warnings += hook_warnings(hooks, mark)
     return result
+
+
+def failure_events(
+    reason: str, error_message: str | None, *, aborted: bool = False, from_extension: bool = False
+) -> tuple[CompactionEnd, SessionCompactFailed]:
+    """The ``compaction_end`` and ``session_compact_failed`` of a compaction that did not
+    happen (nothing is retried after it): from :func:`compact`, and from a session whose
+    overflow recovery gives up without compacting."""
+    return (
+        CompactionEnd(reason=reason, aborted=aborted, error_message=error_message),
+        SessionCompactFailed(
+            reason=reason,
+            error_message=error_message,
+            aborted=aborted,
+            will_retry=False,
+            from_extension=from_extension,
+        ),
+    )
 
 
 def preview_compaction(
@@ -635,28 +653,10 @@ def preview_compaction(
     plan = _decide(
         branch, preparation, model, prompts, focus, hooks, reason, False, window, completion
     )
-    entry: Entry = {
-        "type": "compaction",
-        "id": new_entry_id(tree),
-        "parentId": tree.leaf_id,
-        "timestamp": now_iso(),
-    }
-    first_kept = plan.first_kept_entry_id
-    if first_kept is not None and first_kept not in tree:
-        raise CompactionError(f"Entry {first_kept} not found")
-    entry["summary"] = plan.summary
-    entry["firstKeptEntryId"] = first_kept or entry["id"]
-    entry["tokensBefore"] = plan.tokens_before
-    for key, value in (
-        ("details", plan.details),
-        ("usage", plan.usage),
-        ("fromHook", plan.from_hook),
-    ):
-        if value is not None:
-            entry[key] = value
-    system = current_system_message(build_session_projection(branch).messages)
-    if system is not None:
-        entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
+    try:
+        entry = tree.compaction_entry(*_entry_fields(plan), draft=True)
+    except EntryNotFoundError as exc:  # a hook's firstKeptEntryId: a compaction error here
+        raise CompactionError(str(exc)) from exc
     entries = [*branch, entry]
     projection = build_session_projection(entries, entry["id"])
     result = _result(plan, entry, projection, reason, committed=False)

@@ -491,6 +491,13 @@ class SessionTree:
             "timestamp": self._clock(),
         }
 
+    def _append(self, entry_type: str, /, **fields: Any) -> Entry:
+        """Append an entry of ``entry_type`` (child of the leaf, stamped now) with ``fields``
+        after the common keys, in the order given: what every typed ``append_*`` writes."""
+        entry = self._base(entry_type)
+        entry.update(fields)
+        return self.append_entry(entry)
+
     @_serialized
     def append_entry(self, entry: Entry) -> Entry:
         """Append a ready-made entry dict (any type, unknown ones too) and move the leaf.
@@ -821,32 +828,22 @@ class SessionTree:
         """Append a user / assistant / toolResult / bashExecution / system / custom message."""
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise SessionError("a message is a dict with a string 'role'")
-        entry = self._base("message")
-        entry["message"] = message
-        return self.append_entry(entry)
+        return self._append("message", message=message)
 
     @_serialized
     def append_thinking_level_change(self, level: str) -> Entry:
-        entry = self._base("thinking_level_change")
-        entry["thinkingLevel"] = level
-        return self.append_entry(entry)
+        return self._append("thinking_level_change", thinkingLevel=level)
 
     @_serialized
     def append_model_change(self, provider: str, model_id: str) -> Entry:
-        entry = self._base("model_change")
-        entry["provider"] = provider
-        entry["modelId"] = model_id
-        return self.append_entry(entry)
+        return self._append("model_change", provider=provider, modelId=model_id)
 
     @_serialized
     def append_usage(
         self, kind: str, provider: str, model: str, usage: dict[str, Any], note: str | None = None
     ) -> Entry:
-        entry = self._base("usage")
-        entry.update(kind=kind, provider=provider, model=model, usage=usage)
-        if note:
-            entry["note"] = note
-        return self.append_entry(entry)
+        noted = {"note": note} if note else {}
+        return self._append("usage", kind=kind, provider=provider, model=model, usage=usage, **noted)
 
     @_serialized
     def append_compaction(
@@ -859,19 +856,47 @@ class SessionTree:
         usage: dict[str, Any] | None = None,
     ) -> Entry:
         """Append a compaction checkpoint; ``first_kept_entry_id=None`` keeps nothing."""
+        entry = self.compaction_entry(summary, first_kept_entry_id, tokens_before, details, from_hook, usage)
+        return self.append_entry(entry)
+
+    @_serialized
+    def compaction_entry(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        details: Any,
+        from_hook: bool | None,
+        usage: dict[str, Any] | None,
+        *,
+        draft: bool = False,
+    ) -> Entry:
+        """The compaction entry :meth:`append_compaction` writes, child of the leaf (not
+        appended). ``draft=True`` (a preview): a fresh random id and the wall-clock time,
+        so that drafting draws nothing from the tree's own id source and clock.
+
+        Raises:
+            EntryNotFoundError: ``first_kept_entry_id`` is not in the tree.
+        """
         if first_kept_entry_id is not None and first_kept_entry_id not in self._by_id:
             raise EntryNotFoundError(f"Entry {first_kept_entry_id} not found")
         system = current_system_message(self.projection().messages)
-        entry = self._base("compaction")
+        if draft:
+            entry: Entry = {
+                "type": "compaction",
+                "id": new_entry_id(self._by_id),
+                "parentId": self._leaf_id,
+                "timestamp": now_iso(),
+            }
+        else:
+            entry = self._base("compaction")
         entry["summary"] = summary
         entry["firstKeptEntryId"] = first_kept_entry_id or entry["id"]
         entry["tokensBefore"] = tokens_before
-        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
-            if value is not None:
-                entry[key] = value
+        entry.update(_present(details=details, usage=usage, fromHook=from_hook))
         if system is not None:
             entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
-        return self.append_entry(entry)
+        return entry
 
     @_serialized
     def append_custom(self, custom_type: str, data: Any = None) -> Entry:
@@ -900,9 +925,7 @@ class SessionTree:
 
     @_serialized
     def append_session_info(self, name: str) -> Entry:
-        entry = self._base("session_info")
-        entry["name"] = _collapse_newlines(name)
-        return self.append_entry(entry)
+        return self._append("session_info", name=_collapse_newlines(name))
 
     @property
     def name(self) -> str | None:
@@ -917,11 +940,7 @@ class SessionTree:
     def append_label(self, target_id: str, label: str | None) -> Entry:
         """Set (or with None / "" clear) the label of an entry; the last label wins."""
         self.entry(target_id)
-        entry = self._base("label")
-        entry["targetId"] = target_id
-        if label is not None:
-            entry["label"] = label
-        return self.append_entry(entry)
+        return self._append("label", targetId=target_id, **_present(label=label))
 
     @_serialized
     def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> Entry:
@@ -952,10 +971,7 @@ class SessionTree:
             and isinstance(replacement["content"], str)
         ):
             replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
-        entry = self._base("context_edit")
-        entry["targetId"] = target_id
-        entry["replacement"] = replacement
-        return self.append_entry(entry)
+        return self._append("context_edit", targetId=target_id, replacement=replacement)
 
     @_serialized
     def branch_with_summary(
@@ -974,13 +990,8 @@ class SessionTree:
             self.entry(target_id)
         from_id = self._leaf_id or "root"
         self._leaf_id = target_id
-        entry = self._base("branch_summary")
-        entry["fromId"] = from_id
-        entry["summary"] = summary
-        for key, value in (("details", details), ("usage", usage), ("fromHook", from_hook)):
-            if value is not None:
-                entry[key] = value
-        return self.append_entry(entry)
+        optional = _present(details=details, usage=usage, fromHook=from_hook)
+        return self._append("branch_summary", fromId=from_id, summary=summary, **optional)
 
     # --- forks --------------------------------------------------------------------------
 
@@ -1052,6 +1063,12 @@ class SessionTree:
 
 
 _BAD_PARENT = object()  # children-index key for entries whose parentId is not a string
+
+
+def _present(**fields: Any) -> dict[str, Any]:
+    """The optional ``fields`` of an entry that have a value (Pi writes no ``null`` for
+    them), in the order given."""
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def _parent_key(entry: Entry) -> Any:
