@@ -3,12 +3,13 @@
     python bench/bench_study.py [--sessions 24] [--turns 10] [--long-turns 48]
 
 1. ``--sessions`` generated sessions × 4 offline strategies (``pi`` on ``pinb/scripted``,
-   ``mask:3``, ``window:1500``, ``extractive``) through :func:`compare_strategies`, once in
-   this process (serial) and once on a ``LocalCluster`` of 2 worker processes (1 thread
-   each, 127.0.0.1). The cluster's start-up and a warm-up run of every strategy in every
-   process (serial, pool and cluster workers alike) are timed apart, not counted. Prints (session, strategy) runs per minute for both and the
-   ratio (target >= 1.6 on 24 sessions with 2 free cores); and, as the machine's ceiling,
-   the same jobs on a plain 2-process ``ProcessPoolExecutor``.
+   ``mask:3``, ``window:1500``, ``extractive``) through :func:`compare_strategies`: in this
+   process (serial), on a ``LocalCluster`` of 2 worker processes (1 thread each, 127.0.0.1,
+   the ``Client`` passed as the executor) and, as the machine's ceiling, on a plain
+   2-process ``ProcessPoolExecutor``. Every process first runs each strategy once, untimed
+   (imports, tokenizer tables), and the cluster's start-up is not counted; the three modes
+   then take turns for ``--rounds`` rounds. Prints the median runs per minute of each and
+   the ratios (target >= 1.6 for the cluster on 24 sessions with 2 free cores).
 2. One session of about 40 k tokens (default settings: keepRecentTokens 20000) × the same
    4 strategies, serial, after a warm-up run
    on a small session (start-up: imports, litellm, tokenizer). Prints the time (target
@@ -63,28 +64,24 @@ def _warm(_: object = None) -> int:
     return os.getpid()
 
 
-def throughput(paths: list[str]) -> None:
+def throughput(paths: list[str], rounds: int = 3) -> None:
+    import statistics
+    from concurrent.futures import ProcessPoolExecutor
+
     from distributed import Client, LocalCluster
 
     from pi_nb.research.compare import compare_strategies
 
     runs = len(paths) * len(STRATEGIES)
-    started = time.perf_counter()
-    _warm()
-    serial = compare_strategies(paths, STRATEGIES, settings=_settings(), progress=False)
-    serial_s = time.perf_counter() - started
-    assert serial["error"].isna().all(), serial["error"].dropna().tolist()
 
-    # The machine's ceiling: the same jobs on 2 plain worker processes (no Dask).
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(2) as pool:
-        list(pool.map(_warm, range(2)))
+    def timed(executor: object = None) -> tuple[float, object]:
         started = time.perf_counter()
-        pooled = compare_strategies(paths, STRATEGIES, settings=_settings(), executor=pool,
-                                    progress=False)  # fmt: skip
-        pool_s = time.perf_counter() - started
-    assert pooled["error"].isna().all()
+        frame = compare_strategies(
+            paths, STRATEGIES, settings=_settings(), executor=executor, progress=False
+        )
+        took = time.perf_counter() - started
+        assert frame["error"].isna().all(), frame["error"].dropna().tolist()
+        return took, frame
 
     started = time.perf_counter()
     cluster = LocalCluster(
@@ -94,18 +91,28 @@ def throughput(paths: list[str]) -> None:
         host="127.0.0.1",
         dashboard_address=None,
     )
-    with cluster, Client(cluster) as client:
+    # Every process is warmed before any timing; the modes take turns, round after round, so
+    # a change in the machine's load falls on all three alike. Medians are reported.
+    with cluster, Client(cluster) as client, ProcessPoolExecutor(2) as pool:
         client.run(_warm)
         startup_s = time.perf_counter() - started
-        started = time.perf_counter()
-        on_dask = compare_strategies(
-            paths, STRATEGIES, settings=_settings(), executor=client, progress=False
-        )
-        dask_s = time.perf_counter() - started
-    assert on_dask["error"].isna().all(), on_dask["error"].dropna().tolist()
+        list(pool.map(_warm, range(2)))
+        _warm()
+        times: dict[str, list[float]] = {"serial": [], "cluster": [], "pool": []}
+        for _ in range(rounds):
+            took, serial = timed()
+            times["serial"].append(took)
+            took, on_dask = timed(client)
+            times["cluster"].append(took)
+            took, pooled = timed(pool)
+            times["pool"].append(took)
     assert serial["compacted"].all(), "a session had nothing to compact"
     same = serial.drop(columns=["wall_time_s"]).equals(on_dask.drop(columns=["wall_time_s"]))
-    print(f"{len(paths)} sessions x {len(STRATEGIES)} strategies = {runs} runs")
+    same = same and serial.drop(columns=["wall_time_s"]).equals(
+        pooled.drop(columns=["wall_time_s"])
+    )
+    serial_s, dask_s, pool_s = (statistics.median(times[k]) for k in ("serial", "cluster", "pool"))
+    print(f"{len(paths)} sessions x {len(STRATEGIES)} strategies = {runs} runs, median of {rounds}")
     print(f"  serial:            {serial_s:7.2f} s  {runs / serial_s * 60:7.1f} runs/min")
     print(
         f"  2-worker cluster:  {dask_s:7.2f} s  {runs / dask_s * 60:7.1f} runs/min"
@@ -114,7 +121,7 @@ def throughput(paths: list[str]) -> None:
     print(f"  2-process pool:    {pool_s:7.2f} s  {runs / pool_s * 60:7.1f} runs/min (no Dask)")
     print(f"  ratio cluster / serial: {serial_s / dask_s:.2f}x (target >= 1.6)")
     print(f"  ratio pool / serial:    {serial_s / pool_s:.2f}x (what 2 processes get here)")
-    print(f"  same table as serial: {same}")
+    print(f"  same table in all three: {same}")
 
 
 def long_session(folder: Path, turns: int, lines: int) -> None:
@@ -149,12 +156,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--long-turns", type=int, default=48)
     parser.add_argument("--long-lines", type=int, default=80, help="tool output lines")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds of each mode")
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="pi-nb-bench-study-") as folder:
         root = Path(folder)
         long_session(root, args.long_turns, args.long_lines)
-        throughput(_sessions(root, args.sessions, args.turns))
+        throughput(_sessions(root, args.sessions, args.turns), args.rounds)
 
 
 if __name__ == "__main__":

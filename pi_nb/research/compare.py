@@ -63,7 +63,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -728,8 +728,8 @@ def compare_strategies(
         else:
             futures, done = _submit_all(executor, [jobs[i] for i in pending], pending)
             try:
-                for future in done:
-                    finish(futures[future], future.result())
+                for index, row in done:
+                    finish(index, row)
             except BaseException:
                 for future in futures:
                     future.cancel()
@@ -755,23 +755,44 @@ def compare_strategies(
 
 def _submit_all(
     executor: Any, batch: Sequence[_Job], indexes: Sequence[int]
-) -> tuple[dict[Any, int], Iterable[Any]]:
-    """Submit every job; return ``{future: index}`` and the futures in completion order.
+) -> tuple[list[Any], Iterator[tuple[int, dict[str, Any]]]]:
+    """Submit every job; return the futures and ``(index, row)`` in completion order.
 
-    A Dask ``Client`` gets the whole batch in one ``map`` and hands results back through its
-    own ``as_completed``: its ``get_executor()`` wrapper fetches each result from a callback
-    one at a time, which measured slower than running serially (bench/bench_study.py).
+    A Dask ``Client`` gets the whole batch in one ``map`` (a few jobs per task) and its
+    results come back in batches through Dask's own ``as_completed``: its ``get_executor()`` wrapper fetches
+    each result from a callback one at a time, which measured slower than running
+    serially (bench/bench_study.py).
     """
     if _is_dask_client(executor):
         from distributed import as_completed as dask_as_completed
 
-        submitted = executor.map(run_job, list(batch), pure=False)
-        futures = dict(zip(submitted, indexes, strict=True))
-        return futures, dask_as_completed(submitted)
+        # A few jobs per task: a task costs the scheduler milliseconds, which on a small
+        # machine it takes from the workers. Four tasks per worker thread keep the load balanced
+        # and the results coming back (and logged) as they finish.
+        slots = max(1, sum(executor.nthreads().values()))  # worker threads, cluster-wide
+        size = max(1, len(batch) // (4 * slots))
+        chunks = [list(range(start, min(start + size, len(batch)))) for start in range(0, len(batch), size)]
+        submitted = executor.map(
+            run_jobs, [[batch[k] for k in chunk] for chunk in chunks], pure=False
+        )
+        chunk_of = {future.key: chunk for future, chunk in zip(submitted, chunks, strict=True)}
+        pairs = dask_as_completed(submitted, with_results=True)
+        return submitted, (
+            (indexes[k], row)
+            for future, rows in pairs
+            for k, row in zip(chunk_of[future.key], rows, strict=True)
+        )
     futures = {executor.submit(run_job, job): i for job, i in zip(batch, indexes, strict=True)}
     if all(isinstance(f, Future) for f in futures):
-        return futures, as_completed(futures)
-    return futures, list(futures)  # other future types: wait in submission order
+        done: Iterable[Any] = as_completed(futures)
+    else:  # other future types: wait in submission order
+        done = list(futures)
+    return list(futures), ((futures[future], future.result()) for future in done)
+
+
+def run_jobs(jobs: Sequence[_Job]) -> list[dict[str, Any]]:
+    """:func:`run_job` for each job, in order (one task of a Dask batch)."""
+    return [run_job(job) for job in jobs]
 
 
 def _is_dask_client(executor: Any) -> bool:

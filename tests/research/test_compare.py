@@ -239,6 +239,9 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str], tmp_path: Pa
 
     distributed = _distributed()
     serial = compare_strategies(sessions, OFFLINE, settings=SETTINGS, progress=False)
+    many = [*OFFLINE, "mask:1", "mask:3"]
+    many += [f"window:{n}" for n in (600, 700, 800, 900, 1000, 1100, 1200, 1300)]
+    many_serial = compare_strategies(sessions, many, settings=SETTINGS, progress=False)
     cluster = distributed.LocalCluster(
         n_workers=2,
         processes=True,
@@ -247,10 +250,12 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str], tmp_path: Pa
         dashboard_address=None,
     )
     with cluster, distributed.Client(cluster) as client:
-        # The Client itself: one batch out, results back through Dask's as_completed.
+        # The Client itself: one batch out, a few jobs per task (enough strategies here for
+        # two per task), results back through Dask's as_completed, each in its row.
         on_client = compare_strategies(
-            sessions, OFFLINE, settings=SETTINGS, executor=client, progress=False
+            sessions, many, settings=SETTINGS, executor=client, progress=False
         )
+        assert len(on_client) == 2 * len(many) >= 4 * 2 * 2  # size 2 chunks on 2 workers
         executor = RemovingExecutor(client.get_executor(), list(sessions.values()))
         log = tmp_path / "study.jsonl"
         on_dask = compare_strategies(
@@ -273,7 +278,7 @@ def test_dask_cluster_of_worker_processes(sessions: dict[str, str], tmp_path: Pa
     assert not any(Path(p).exists() for p in sessions.values())  # the files were gone
     assert on_dask["error"].isna().all()
     assert _stable(on_dask).equals(_stable(serial))
-    assert _stable(on_client).equals(_stable(serial))
+    assert _stable(on_client).equals(_stable(many_serial))
     # Every result was logged as it came back: a rerun resumes with nothing left to run.
     assert len(log.read_text().splitlines()) == len(serial)
     resumed = compare_strategies(
