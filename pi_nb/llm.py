@@ -340,26 +340,36 @@ def usage_cost(model: str, usage: Mapping[str, Any] | None) -> tuple[float, str 
     return (math.nan if cost is None else cost["total"]), note
 
 
-def reply_cost(message: Mapping[str, Any]) -> tuple[float, str | None]:
-    """(cost in USD, note) of an assistant reply, for whatever shows or sums costs.
+def reply_price(message: Mapping[str, Any]) -> tuple[dict[str, float] | None, str | None]:
+    """(Pi's ``usage.cost`` dict, note) of an assistant reply; None for the dict when the
+    price is unknown.
 
     A cost recorded above zero is the one priced when the call was made. A recorded 0 is
     what Pi (and :func:`complete`) write for a model without a price, so a reply that used
-    tokens is priced again with :func:`usage_cost` as its ``provider/model``: NaN with the
-    note when the price is still unknown, never a made-up 0.0.
+    tokens is priced again with :func:`price_usage` as its ``provider/model``.
     """
     usage = message.get("usage") if isinstance(message.get("usage"), Mapping) else {}
     cost = usage.get("cost")
     recorded = cost.get("total") if isinstance(cost, Mapping) else cost
     if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0:
-        return float(recorded), None
+        if isinstance(cost, Mapping):
+            return {k: float(v) for k, v in cost.items() if isinstance(v, (int, float))}, None
+        return {"total": float(recorded)}, None
     keys = ("input", "output", "cacheRead", "cacheWrite")
     if not any(isinstance(usage.get(k), (int, float)) and usage.get(k) for k in keys):
-        return 0.0, None  # no tokens: nothing spent
+        return {**{k: 0.0 for k in keys}, "total": 0.0}, None  # no tokens: nothing spent
     provider, model = message.get("provider"), message.get("model")
     if not model:
-        return math.nan, "a reply names no model: its cost is unknown (NaN)"
-    return usage_cost(f"{provider}/{model}" if provider else str(model), usage)
+        return None, "a reply names no model: its cost is unknown (NaN)"
+    return price_usage(f"{provider}/{model}" if provider else str(model), usage)
+
+
+def reply_cost(message: Mapping[str, Any]) -> tuple[float, str | None]:
+    """(cost in USD, note) of an assistant reply, for whatever shows or sums costs:
+    :func:`reply_price`'s total, NaN with the note when the price is unknown (never a
+    made-up 0.0)."""
+    cost, note = reply_price(message)
+    return (math.nan if cost is None else cost.get("total", math.nan)), note
 
 
 def _usage_from(raw: Any, model: str, response: Any = None) -> dict[str, Any]:

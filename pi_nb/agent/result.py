@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,9 +24,19 @@ def above_threshold_note(tokens: int | None, threshold: int | None) -> str | Non
 
 
 def usage_total(messages: Iterable[Message]) -> dict[str, Any]:
-    """Tokens and cost of the assistant replies among ``messages``, summed, plus ``calls``."""
+    """Tokens and cost of the assistant replies among ``messages``, summed, plus ``calls``.
+
+    Each reply's cost follows :func:`pi_nb.llm.reply_cost`'s rule: a reply recorded at 0
+    that used tokens (what Pi writes for a model without a price) is priced again; when any
+    reply's price is unknown, every cost field is NaN and ``cost_note`` names the model,
+    never a sum that counts the unknown reply as free.
+    """
+    from ..llm import reply_price
+
     total = empty_usage()
     calls = 0
+    notes: list[str] = []
+    unknown = False
     for message in messages:
         usage = message.get("usage")
         if message.get("role") != "assistant" or not isinstance(usage, dict):
@@ -33,10 +44,19 @@ def usage_total(messages: Iterable[Message]) -> dict[str, Any]:
         calls += 1
         for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
             total[key] += usage.get(key) or 0  # type: ignore[literal-required]
-        cost = usage.get("cost") or {}
+        cost, note = reply_price(message)
+        if note and note not in notes:
+            notes.append(note)
+        if cost is None:
+            unknown = True
+            continue
         for key in total["cost"]:
             total["cost"][key] += cost.get(key) or 0  # type: ignore[literal-required]
     out: dict[str, Any] = dict(total)
+    if unknown:
+        out["cost"] = {key: math.nan for key in total["cost"]}
+    if notes:
+        out["cost_note"] = "; ".join(notes)
     out["calls"] = calls
     return out
 

@@ -43,3 +43,36 @@ def test_an_unknown_price_keeps_pis_zeros_in_the_message_and_reads_as_unknown() 
     value, note = usage_cost(UNKNOWN, usage)
     assert math.isnan(value) and note is not None and UNKNOWN in note
     assert price_usage(UNKNOWN, usage) == (None, note)
+
+
+def _reply(model: str, provider: str | None = None, recorded: float = 0.0) -> dict:
+    usage = _usage_from(RAW, model)
+    if recorded:
+        usage["cost"] = {**usage["cost"], "total": recorded}
+    return {"role": "assistant", "provider": provider, "model": model, "usage": usage}
+
+
+def test_a_run_total_with_an_unpriced_reply_is_unknown_not_free() -> None:
+    from pi_nb.agent.result import usage_total
+
+    priced = _reply("gpt-4o-mini")
+    known = usage_total([priced, priced])
+    assert known["calls"] == 2 and "cost_note" not in known
+    assert known["cost"]["total"] == pytest.approx(2 * priced["usage"]["cost"]["total"])
+    mixed = usage_total([priced, _reply(UNKNOWN)])
+    assert mixed["input"] == 2_000  # the tokens still add up
+    assert all(math.isnan(v) for v in mixed["cost"].values())
+    assert UNKNOWN in mixed["cost_note"]
+
+
+def test_a_run_total_prices_again_a_reply_recorded_at_zero() -> None:
+    """Pi writes 0 for a model it has no price for; litellm may know it."""
+    from pi_nb.agent.result import usage_total
+
+    reply = _reply(UNKNOWN)  # zeros in the message, as Pi would record them
+    reply["model"] = "gpt-4o-mini"
+    total = usage_total([reply])
+    assert total["cost"]["total"] == pytest.approx(usage_cost("gpt-4o-mini", reply["usage"])[0])
+    assert total["cost"]["total"] > 0
+    local = {"role": "assistant", "provider": "pinb", "model": "scripted", "usage": _usage_from(RAW, "pinb/scripted")}
+    assert usage_total([local])["cost"]["total"] == 0.0  # the embedded models cost nothing
