@@ -274,8 +274,9 @@ class SessionExplorer(anywidget.AnyWidget):
         widget alone whenever the notebook saved widget state (``--execute`` saves it),
         and offline that widget needs a CDN it cannot reach: a blank gap. The live view
         hides its own snapshot (a style rule keyed by ``_snapshot_id``), so Jupyter shows
-        one explorer, while a page without the widget runtime shows the snapshot; it is
-        updated with the view, so a saved notebook holds the explorer as it last was.
+        one explorer, while a page without the widget runtime shows the snapshot. Each
+        refresh updates it by display id, so a saved notebook holds the explorer as the
+        last refresh run from a cell left it.
         """
         from IPython.display import display
 
