@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from ..entries import Entry, Message, iso_to_ms
 from ..events import (
@@ -30,6 +30,7 @@ from ..hooks import (
     Hooks,
 )
 from ..messages import content_text
+from ..options import keyword_options
 from ..projection import (
     apply_edit,
     build_session_projection,
@@ -63,12 +64,14 @@ __all__ = [
     "NO_PRIOR_HISTORY",
     "AlreadyCompacted",
     "BranchPreparation",
+    "CompactOptions",
     "CompactionCancelled",
     "CompactionError",
     "CompactionResult",
     "ContextChange",
     "NavigateResult",
     "NothingToCompact",
+    "PreviewOptions",
     "TreePreparation",
     "collect_branch_entries",
     "compact",
@@ -453,33 +456,28 @@ def _summarize(
 
 
 def _decide(
-    branch: list[Entry],
-    preparation: CompactionPreparation,
-    model: str,
-    prompts: PromptSet | None,
-    focus: str | None,
-    hooks: Hooks | None,
-    reason: str,
-    will_retry: bool,
-    window: int | None,
-    completion: Completion | None,
+    branch: list[Entry], preparation: CompactionPreparation, model: str, options: Mapping[str, Any]
 ) -> _Plan:
-    """Ask the hooks, then summarize unless a hook cancelled or supplied the result."""
+    """Ask the hooks, then summarize unless a hook cancelled or supplied the result
+    (``options``: a call's :class:`CompactOptions`, defaults filled)."""
+    hooks: Hooks | None = options["hooks"]
+    focus: str | None = options["focus"]
     if hooks is not None:
         answer = hooks.run_before_compact(
             {
                 "preparation": preparation,
                 "branch_entries": branch,
                 "custom_instructions": focus,
-                "reason": reason,
-                "will_retry": will_retry,
+                "reason": options["reason"],
+                "will_retry": options["will_retry"],
             }
         )
         if answer and answer.get("cancel"):
             raise CompactionCancelled("Compaction cancelled")
         if answer and answer.get("compaction") is not None:
             return _supplied(answer["compaction"], preparation)
-    return _summarize(preparation, model, prompts or DEFAULT_PROMPTS, focus, window, completion)
+    prompts = options["prompts"] or DEFAULT_PROMPTS
+    return _summarize(preparation, model, prompts, focus, options["window"], options["completion"])
 
 
 def _entry_fields(plan: _Plan) -> tuple[str, str | None, int, Any, bool, dict[str, Any] | None]:
@@ -526,20 +524,40 @@ def _result(
     )
 
 
-def compact(
-    tree: SessionTree,
-    model: str,
-    *,
-    settings: CompactionSettings | None = None,
-    prompts: PromptSet | None = None,
-    focus: str | None = None,
-    hooks: Hooks | None = None,
-    reason: str = "manual",
-    will_retry: bool = False,
-    window: int | None = None,
-    completion: Completion | None = None,
-) -> CompactionResult:
+class PreviewOptions(TypedDict, total=False):
+    """The keywords of :func:`preview_compaction` (see :func:`compact` for each)."""
+
+    settings: CompactionSettings | None
+    prompts: PromptSet | None
+    focus: str | None
+    hooks: Hooks | None
+    reason: str
+    window: int | None
+    completion: Completion | None
+
+
+class CompactOptions(PreviewOptions, total=False):
+    """The keywords of :func:`compact`: a preview's, and ``will_retry`` (nothing is retried
+    after a preview)."""
+
+    will_retry: bool
+
+
+#: What an option not given means (every other option: None).
+_OPTION_DEFAULTS: dict[str, Any] = {"reason": "manual", "will_retry": False}
+
+
+def _compact_options(function: str, options: Mapping[str, Any], family: type) -> dict[str, Any]:
+    """A call's compaction options checked against ``family``, defaults filled; ``settings``
+    resolved for the model later (:meth:`CompactionSettings.for_model`)."""
+    keyword_options(function, options, family)  # refuses what family lacks (a preview: will_retry)
+    return keyword_options(function, options, CompactOptions, _OPTION_DEFAULTS)
+
+
+def compact(tree: SessionTree, model: str, **options: Unpack[CompactOptions]) -> CompactionResult:
     """Compact the current branch of ``tree`` and write the ``compaction`` entry.
+
+    Every option is a keyword (:class:`CompactOptions`); an unknown one raises TypeError.
 
     Args:
         tree: the session.
@@ -559,7 +577,10 @@ def compact(
     Raises:
         AlreadyCompacted, NothingToCompact, CompactionCancelled, SummarizationError.
     """
-    settings = (settings or CompactionSettings()).for_model(model)
+    opts = _compact_options("compact", options, CompactOptions)
+    settings = (opts["settings"] or CompactionSettings()).for_model(model)
+    hooks: Hooks | None = opts["hooks"]
+    reason: str = opts["reason"]
     mark = _error_count(hooks)
     started = False
     if reason == "manual" and hooks is not None:  # Pi: manual start precedes the checks
@@ -571,18 +592,7 @@ def compact(
         if not started and hooks is not None:  # automatic: only when there is work
             hooks.emit(CompactionStart(reason=reason))
             started = True
-        plan = _decide(
-            branch,
-            preparation,
-            model,
-            prompts,
-            focus,
-            hooks,
-            reason,
-            will_retry,
-            window,
-            completion,
-        )
+        plan = _decide(branch, preparation, model, opts)
         from_hook = plan.from_hook
         entry = tree.append_compaction(*_entry_fields(plan))
         projection = tree.projection()
@@ -604,10 +614,10 @@ def compact(
                 compaction_entry=entry,
                 from_extension=plan.from_hook,
                 reason=reason,
-                will_retry=will_retry,
+                will_retry=opts["will_retry"],
             )
         )
-        hooks.emit(CompactionEnd(reason=reason, result=result, will_retry=will_retry))
+        hooks.emit(CompactionEnd(reason=reason, result=result, will_retry=opts["will_retry"]))
         result.warnings += hook_warnings(hooks, mark)
     return result
 
@@ -631,28 +641,21 @@ def failure_events(
 
 
 def preview_compaction(
-    tree: SessionTree,
-    model: str,
-    *,
-    settings: CompactionSettings | None = None,
-    prompts: PromptSet | None = None,
-    focus: str | None = None,
-    hooks: Hooks | None = None,
-    reason: str = "manual",
-    window: int | None = None,
-    completion: Completion | None = None,
+    tree: SessionTree, model: str, **options: Unpack[PreviewOptions]
 ) -> CompactionResult:
     """Everything :func:`compact` does except writing: the summary calls are made and
     ``session_before_compact`` hooks run, but nothing is appended and no notification is
     emitted. ``result.entry`` is the entry that would be written and ``result.projection``
-    the projection it would give (``result.committed`` is False).
+    the projection it would give (``result.committed`` is False). The keywords are
+    :func:`compact`'s but ``will_retry``.
     """
-    settings = (settings or CompactionSettings()).for_model(model)
+    opts = _compact_options("preview_compaction", options, PreviewOptions)
+    settings = (opts["settings"] or CompactionSettings()).for_model(model)
+    hooks: Hooks | None = opts["hooks"]
+    reason: str = opts["reason"]
     mark = _error_count(hooks)
     branch, preparation = _prepare(tree, settings)
-    plan = _decide(
-        branch, preparation, model, prompts, focus, hooks, reason, False, window, completion
-    )
+    plan = _decide(branch, preparation, model, opts)
     try:
         entry = tree.compaction_entry(*_entry_fields(plan), draft=True)
     except EntryNotFoundError as exc:  # a hook's firstKeptEntryId: a compaction error here
