@@ -69,6 +69,7 @@ __all__ = [
     "CompactionError",
     "CompactionResult",
     "ContextChange",
+    "NavigateOptions",
     "NavigateResult",
     "NothingToCompact",
     "PreviewOptions",
@@ -829,22 +830,35 @@ class NavigateResult:
     warnings: list[str] = field(default_factory=list)
 
 
+class NavigateOptions(TypedDict, total=False):
+    """The keywords of :func:`navigate` (see it for each)."""
+
+    summarize: bool
+    model: str | None
+    focus: str | None
+    replace_instructions: bool
+    hooks: Hooks | None
+    label: str | None
+    prompts: PromptSet | None
+    window: int | None
+    reserve_tokens: int
+    completion: Completion | None
+    accept_truncated: bool
+    pi_release: PiRelease
+
+
+#: What a navigate option not given means (every other option: None).
+_NAVIGATE_DEFAULTS: dict[str, Any] = {
+    "summarize": False,
+    "replace_instructions": False,
+    "reserve_tokens": DEFAULT_BRANCH_SUMMARY_RESERVE,
+    "accept_truncated": False,
+    "pi_release": "1.6",
+}
+
+
 def navigate(
-    tree: SessionTree,
-    target_id: str,
-    *,
-    summarize: bool = False,
-    model: str | None = None,
-    focus: str | None = None,
-    replace_instructions: bool = False,
-    hooks: Hooks | None = None,
-    label: str | None = None,
-    prompts: PromptSet | None = None,
-    window: int | None = None,
-    reserve_tokens: int = DEFAULT_BRANCH_SUMMARY_RESERVE,
-    completion: Completion | None = None,
-    accept_truncated: bool = False,
-    pi_release: PiRelease = "1.6",
+    tree: SessionTree, target_id: str, **options: Unpack[NavigateOptions]
 ) -> NavigateResult:
     """Move the leaf to ``target_id`` like Pi's ``/tree``, optionally summarizing the branch left.
 
@@ -853,15 +867,38 @@ def navigate(
     abandoned entries (old leaf back to the common ancestor) are summarized into a
     ``branch_summary`` child of the new leaf (``fromId`` = the abandoned leaf).
     ``session_before_tree`` hooks may cancel or supply the summary; ``session_tree`` is
-    notified afterwards. Navigating to the current leaf does nothing. ``accept_truncated``
-    keeps a branch summary that hit its token cap (as
-    :attr:`CompactionSettings.accept_truncated` does for compactions). ``pi_release``
-    (:attr:`CompactionSettings.pi_release`) selects the summary's output budget and whether
-    context edits apply to the summarized entries.
+    notified afterwards. Navigating to the current leaf does nothing.
+
+    Every option is a keyword (:class:`NavigateOptions`); an unknown one raises TypeError.
+
+    Args:
+        summarize: summarize the branch left (default False; needs ``model``).
+        model: litellm name of the summarizing model.
+        focus: extra instructions for the summary.
+        replace_instructions: ``focus`` replaces the default branch instructions.
+        hooks: ``session_before_tree`` / ``session_tree`` (may change ``focus``,
+            ``replace_instructions`` and ``label``).
+        label: a label for the new leaf's entry (the summary entry when one is written).
+        prompts: prompt texts (default :data:`~pi_nb.compaction.prompts.DEFAULT_PROMPTS`).
+        window: the summarizing model's context window (default: litellm's table).
+        reserve_tokens: kept free of the window for the summary (default
+            :data:`~pi_nb.compaction.settings.DEFAULT_BRANCH_SUMMARY_RESERVE`).
+        completion: the model call (see :func:`~pi_nb.compaction.summarize.generate_summary`).
+        accept_truncated: keep a branch summary that hit its token cap (as
+            :attr:`CompactionSettings.accept_truncated` does for compactions).
+        pi_release: ``"1.6"`` (default) or ``"1.3"`` (:attr:`CompactionSettings.pi_release`):
+            the summary's output budget and whether context edits apply to the summarized
+            entries.
 
     Raises:
         SummarizationError: the branch summary failed (nothing is written, the leaf stays).
     """
+    opts = keyword_options("navigate", options, NavigateOptions, _NAVIGATE_DEFAULTS)
+    hooks: Hooks | None = opts["hooks"]
+    summarize: bool = opts["summarize"]
+    model: str | None = opts["model"]
+    # a session_before_tree hook may change these three
+    focus, replace_instructions, label = opts["focus"], opts["replace_instructions"], opts["label"]
     old_leaf = tree.leaf_id
     mark = _error_count(hooks)
     if target_id == old_leaf:
@@ -913,15 +950,15 @@ def navigate(
         from_hook = True
     elif summarize and entries:
         assert model is not None
-        summarizer_window = resolve_window(model, window)
+        summarizer_window = resolve_window(model, opts["window"])
         prepared = prepare_branch_entries(
-            entries, summarizer_window - reserve_tokens, pi_release=pi_release
+            entries, summarizer_window - opts["reserve_tokens"], pi_release=opts["pi_release"]
         )
         details = prepared.file_ops.details()
         if not prepared.messages:
             summary_text = NO_BRANCH_CONTENT
         else:
-            prompts = prompts or DEFAULT_PROMPTS
+            prompts = opts["prompts"] or DEFAULT_PROMPTS
             generated = generate_summary(
                 prepared.messages,
                 model,
@@ -930,9 +967,9 @@ def navigate(
                 kind="branch",
                 window=summarizer_window,
                 replace_instructions=replace_instructions,
-                completion=completion,
-                accept_truncated=accept_truncated,
-                pi_release=pi_release,
+                completion=opts["completion"],
+                accept_truncated=opts["accept_truncated"],
+                pi_release=opts["pi_release"],
             )
             summary_text = (
                 prompts.branch_preamble
