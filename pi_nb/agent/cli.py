@@ -50,27 +50,6 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _session_options(
-    model: str | None,
-    window: int | None,
-    reserve: int | None,
-    keep: int | None,
-    api_base: str | None = None,
-) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    if api_base:
-        options["api_base"] = api_base
-    if model:
-        options["model"] = model
-    if window is not None:
-        options["window"] = window
-    if reserve is not None:
-        options["reserve"] = reserve
-    if keep is not None:
-        options["keep"] = keep
-    return options
-
-
 class _Printer:
     """Streams a run: reply text to ``out``, tool calls, compactions and retries to ``err``."""
 
@@ -136,19 +115,13 @@ class _Printer:
 
 
 def run_prompt_cli(
-    path: str,
-    text: str,
-    model: str | None = None,
-    window: int | None = None,
-    reserve: int | None = None,
-    keep: int | None = None,
-    no_tools: bool = False,
-    stream_to: TextIO | None = None,
-    err: TextIO | None = None,
-    api_base: str | None = None,
-    **options: Any,
+    path: str, text: str, *, stream_to: TextIO | None = None, err: TextIO | None = None, **options: Any
 ) -> int:
     """``pi-nb prompt``: send one prompt to the session in ``path`` (created if needed).
+
+    ``options`` are :class:`~pi_nb.agent.session.Session`'s keywords (``model``,
+    ``window``, ``reserve``, ``keep``, ``api_base``, ``no_tools`` …), passed on unchanged
+    (declared once there: a None is the session's default).
 
     The reply streams to ``stream_to`` (stdout); tool calls, compactions and retries are
     noted on ``err`` (stderr). Compaction happens when the trigger fires. Returns 0 on
@@ -160,9 +133,7 @@ def run_prompt_cli(
 
     out = stream_to if stream_to is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    opts = {**_session_options(model, window, reserve, keep, api_base), **options}
-    if no_tools:
-        opts["no_tools"] = True
+    opts = dict(options)
     from ..llm import ModelConfigError
 
     file = os.path.abspath(path)
@@ -194,20 +165,17 @@ def run_prompt_cli(
 def compact_cli(
     path: str,
     preview: bool = False,
-    model: str | None = None,
+    *,
     focus: str | None = None,
-    window: int | None = None,
-    reserve: int | None = None,
-    keep: int | None = None,
     stream_to: TextIO | None = None,
     err: TextIO | None = None,
-    api_base: str | None = None,
     **options: Any,
 ) -> int:
     """``pi-nb compact``: compact the session in ``path`` now (or ``preview`` the cut).
 
-    ``window`` / ``reserve`` / ``keep`` set the budget as for ``pi-nb prompt`` (``keep`` is
-    keepRecentTokens: how much recent context the compaction keeps verbatim).
+    ``options`` are the session's keywords as for :func:`run_prompt_cli`: ``window`` /
+    ``reserve`` / ``keep`` set the budget (``keep`` is keepRecentTokens: how much recent
+    context the compaction keeps verbatim).
 
     Prints the summary (or the preview) to ``stream_to``. Returns 0 on success, 1 when
     there is nothing to compact or the summary failed, 2 when the file does not exist.
@@ -220,9 +188,7 @@ def compact_cli(
     if not os.path.exists(path):
         err.write(f"pi-nb: error: {path}: no such session file\n")
         return EXIT_USAGE
-    session = Session.open(
-        path, **{**_session_options(model, window, reserve, keep, api_base), **options}
-    )
+    session = Session.open(path, **options)
     _window_note(session, err)
     try:
         result = session.compact(focus=focus, preview=preview)

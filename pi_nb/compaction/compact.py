@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from ..entries import Entry, Message, iso_to_ms
 from ..events import (
@@ -30,6 +30,7 @@ from ..hooks import (
     Hooks,
 )
 from ..messages import content_text
+from ..options import keyword_options
 from ..projection import (
     apply_edit,
     build_session_projection,
@@ -63,12 +64,15 @@ __all__ = [
     "NO_PRIOR_HISTORY",
     "AlreadyCompacted",
     "BranchPreparation",
+    "CompactOptions",
     "CompactionCancelled",
     "CompactionError",
     "CompactionResult",
     "ContextChange",
+    "NavigateOptions",
     "NavigateResult",
     "NothingToCompact",
+    "PreviewOptions",
     "TreePreparation",
     "collect_branch_entries",
     "compact",
@@ -453,33 +457,28 @@ def _summarize(
 
 
 def _decide(
-    branch: list[Entry],
-    preparation: CompactionPreparation,
-    model: str,
-    prompts: PromptSet | None,
-    focus: str | None,
-    hooks: Hooks | None,
-    reason: str,
-    will_retry: bool,
-    window: int | None,
-    completion: Completion | None,
+    branch: list[Entry], preparation: CompactionPreparation, model: str, options: Mapping[str, Any]
 ) -> _Plan:
-    """Ask the hooks, then summarize unless a hook cancelled or supplied the result."""
+    """Ask the hooks, then summarize unless a hook cancelled or supplied the result
+    (``options``: a call's :class:`CompactOptions`, defaults filled)."""
+    hooks: Hooks | None = options["hooks"]
+    focus: str | None = options["focus"]
     if hooks is not None:
         answer = hooks.run_before_compact(
             {
                 "preparation": preparation,
                 "branch_entries": branch,
                 "custom_instructions": focus,
-                "reason": reason,
-                "will_retry": will_retry,
+                "reason": options["reason"],
+                "will_retry": options["will_retry"],
             }
         )
         if answer and answer.get("cancel"):
             raise CompactionCancelled("Compaction cancelled")
         if answer and answer.get("compaction") is not None:
             return _supplied(answer["compaction"], preparation)
-    return _summarize(preparation, model, prompts or DEFAULT_PROMPTS, focus, window, completion)
+    prompts = options["prompts"] or DEFAULT_PROMPTS
+    return _summarize(preparation, model, prompts, focus, options["window"], options["completion"])
 
 
 def _entry_fields(plan: _Plan) -> tuple[str, str | None, int, Any, bool, dict[str, Any] | None]:
@@ -526,20 +525,40 @@ def _result(
     )
 
 
-def compact(
-    tree: SessionTree,
-    model: str,
-    *,
-    settings: CompactionSettings | None = None,
-    prompts: PromptSet | None = None,
-    focus: str | None = None,
-    hooks: Hooks | None = None,
-    reason: str = "manual",
-    will_retry: bool = False,
-    window: int | None = None,
-    completion: Completion | None = None,
-) -> CompactionResult:
+class PreviewOptions(TypedDict, total=False):
+    """The keywords of :func:`preview_compaction` (see :func:`compact` for each)."""
+
+    settings: CompactionSettings | None
+    prompts: PromptSet | None
+    focus: str | None
+    hooks: Hooks | None
+    reason: str
+    window: int | None
+    completion: Completion | None
+
+
+class CompactOptions(PreviewOptions, total=False):
+    """The keywords of :func:`compact`: a preview's, and ``will_retry`` (nothing is retried
+    after a preview)."""
+
+    will_retry: bool
+
+
+#: What an option not given means (every other option: None).
+_OPTION_DEFAULTS: dict[str, Any] = {"reason": "manual", "will_retry": False}
+
+
+def _compact_options(function: str, options: Mapping[str, Any], family: type) -> dict[str, Any]:
+    """A call's compaction options checked against ``family``, defaults filled; ``settings``
+    resolved for the model later (:meth:`CompactionSettings.for_model`)."""
+    keyword_options(function, options, family)  # refuses what family lacks (a preview: will_retry)
+    return keyword_options(function, options, CompactOptions, _OPTION_DEFAULTS)
+
+
+def compact(tree: SessionTree, model: str, **options: Unpack[CompactOptions]) -> CompactionResult:
     """Compact the current branch of ``tree`` and write the ``compaction`` entry.
+
+    Every option is a keyword (:class:`CompactOptions`); an unknown one raises TypeError.
 
     Args:
         tree: the session.
@@ -559,7 +578,10 @@ def compact(
     Raises:
         AlreadyCompacted, NothingToCompact, CompactionCancelled, SummarizationError.
     """
-    settings = (settings or CompactionSettings()).for_model(model)
+    opts = _compact_options("compact", options, CompactOptions)
+    settings = (opts["settings"] or CompactionSettings()).for_model(model)
+    hooks: Hooks | None = opts["hooks"]
+    reason: str = opts["reason"]
     mark = _error_count(hooks)
     started = False
     if reason == "manual" and hooks is not None:  # Pi: manual start precedes the checks
@@ -571,18 +593,7 @@ def compact(
         if not started and hooks is not None:  # automatic: only when there is work
             hooks.emit(CompactionStart(reason=reason))
             started = True
-        plan = _decide(
-            branch,
-            preparation,
-            model,
-            prompts,
-            focus,
-            hooks,
-            reason,
-            will_retry,
-            window,
-            completion,
-        )
+        plan = _decide(branch, preparation, model, opts)
         from_hook = plan.from_hook
         entry = tree.append_compaction(*_entry_fields(plan))
         projection = tree.projection()
@@ -604,10 +615,10 @@ def compact(
                 compaction_entry=entry,
                 from_extension=plan.from_hook,
                 reason=reason,
-                will_retry=will_retry,
+                will_retry=opts["will_retry"],
             )
         )
-        hooks.emit(CompactionEnd(reason=reason, result=result, will_retry=will_retry))
+        hooks.emit(CompactionEnd(reason=reason, result=result, will_retry=opts["will_retry"]))
         result.warnings += hook_warnings(hooks, mark)
     return result
 
@@ -631,28 +642,21 @@ def failure_events(
 
 
 def preview_compaction(
-    tree: SessionTree,
-    model: str,
-    *,
-    settings: CompactionSettings | None = None,
-    prompts: PromptSet | None = None,
-    focus: str | None = None,
-    hooks: Hooks | None = None,
-    reason: str = "manual",
-    window: int | None = None,
-    completion: Completion | None = None,
+    tree: SessionTree, model: str, **options: Unpack[PreviewOptions]
 ) -> CompactionResult:
     """Everything :func:`compact` does except writing: the summary calls are made and
     ``session_before_compact`` hooks run, but nothing is appended and no notification is
     emitted. ``result.entry`` is the entry that would be written and ``result.projection``
-    the projection it would give (``result.committed`` is False).
+    the projection it would give (``result.committed`` is False). The keywords are
+    :func:`compact`'s but ``will_retry``.
     """
-    settings = (settings or CompactionSettings()).for_model(model)
+    opts = _compact_options("preview_compaction", options, PreviewOptions)
+    settings = (opts["settings"] or CompactionSettings()).for_model(model)
+    hooks: Hooks | None = opts["hooks"]
+    reason: str = opts["reason"]
     mark = _error_count(hooks)
     branch, preparation = _prepare(tree, settings)
-    plan = _decide(
-        branch, preparation, model, prompts, focus, hooks, reason, False, window, completion
-    )
+    plan = _decide(branch, preparation, model, opts)
     try:
         entry = tree.compaction_entry(*_entry_fields(plan), draft=True)
     except EntryNotFoundError as exc:  # a hook's firstKeptEntryId: a compaction error here
@@ -826,22 +830,35 @@ class NavigateResult:
     warnings: list[str] = field(default_factory=list)
 
 
+class NavigateOptions(TypedDict, total=False):
+    """The keywords of :func:`navigate` (see it for each)."""
+
+    summarize: bool
+    model: str | None
+    focus: str | None
+    replace_instructions: bool
+    hooks: Hooks | None
+    label: str | None
+    prompts: PromptSet | None
+    window: int | None
+    reserve_tokens: int
+    completion: Completion | None
+    accept_truncated: bool
+    pi_release: PiRelease
+
+
+#: What a navigate option not given means (every other option: None).
+_NAVIGATE_DEFAULTS: dict[str, Any] = {
+    "summarize": False,
+    "replace_instructions": False,
+    "reserve_tokens": DEFAULT_BRANCH_SUMMARY_RESERVE,
+    "accept_truncated": False,
+    "pi_release": "1.6",
+}
+
+
 def navigate(
-    tree: SessionTree,
-    target_id: str,
-    *,
-    summarize: bool = False,
-    model: str | None = None,
-    focus: str | None = None,
-    replace_instructions: bool = False,
-    hooks: Hooks | None = None,
-    label: str | None = None,
-    prompts: PromptSet | None = None,
-    window: int | None = None,
-    reserve_tokens: int = DEFAULT_BRANCH_SUMMARY_RESERVE,
-    completion: Completion | None = None,
-    accept_truncated: bool = False,
-    pi_release: PiRelease = "1.6",
+    tree: SessionTree, target_id: str, **options: Unpack[NavigateOptions]
 ) -> NavigateResult:
     """Move the leaf to ``target_id`` like Pi's ``/tree``, optionally summarizing the branch left.
 
@@ -850,15 +867,38 @@ def navigate(
     abandoned entries (old leaf back to the common ancestor) are summarized into a
     ``branch_summary`` child of the new leaf (``fromId`` = the abandoned leaf).
     ``session_before_tree`` hooks may cancel or supply the summary; ``session_tree`` is
-    notified afterwards. Navigating to the current leaf does nothing. ``accept_truncated``
-    keeps a branch summary that hit its token cap (as
-    :attr:`CompactionSettings.accept_truncated` does for compactions). ``pi_release``
-    (:attr:`CompactionSettings.pi_release`) selects the summary's output budget and whether
-    context edits apply to the summarized entries.
+    notified afterwards. Navigating to the current leaf does nothing.
+
+    Every option is a keyword (:class:`NavigateOptions`); an unknown one raises TypeError.
+
+    Args:
+        summarize: summarize the branch left (default False; needs ``model``).
+        model: litellm name of the summarizing model.
+        focus: extra instructions for the summary.
+        replace_instructions: ``focus`` replaces the default branch instructions.
+        hooks: ``session_before_tree`` / ``session_tree`` (may change ``focus``,
+            ``replace_instructions`` and ``label``).
+        label: a label for the new leaf's entry (the summary entry when one is written).
+        prompts: prompt texts (default :data:`~pi_nb.compaction.prompts.DEFAULT_PROMPTS`).
+        window: the summarizing model's context window (default: litellm's table).
+        reserve_tokens: kept free of the window for the summary (default
+            :data:`~pi_nb.compaction.settings.DEFAULT_BRANCH_SUMMARY_RESERVE`).
+        completion: the model call (see :func:`~pi_nb.compaction.summarize.generate_summary`).
+        accept_truncated: keep a branch summary that hit its token cap (as
+            :attr:`CompactionSettings.accept_truncated` does for compactions).
+        pi_release: ``"1.6"`` (default) or ``"1.3"`` (:attr:`CompactionSettings.pi_release`):
+            the summary's output budget and whether context edits apply to the summarized
+            entries.
 
     Raises:
         SummarizationError: the branch summary failed (nothing is written, the leaf stays).
     """
+    opts = keyword_options("navigate", options, NavigateOptions, _NAVIGATE_DEFAULTS)
+    hooks: Hooks | None = opts["hooks"]
+    summarize: bool = opts["summarize"]
+    model: str | None = opts["model"]
+    # a session_before_tree hook may change these three
+    focus, replace_instructions, label = opts["focus"], opts["replace_instructions"], opts["label"]
     old_leaf = tree.leaf_id
     mark = _error_count(hooks)
     if target_id == old_leaf:
@@ -910,15 +950,15 @@ def navigate(
         from_hook = True
     elif summarize and entries:
         assert model is not None
-        summarizer_window = resolve_window(model, window)
+        summarizer_window = resolve_window(model, opts["window"])
         prepared = prepare_branch_entries(
-            entries, summarizer_window - reserve_tokens, pi_release=pi_release
+            entries, summarizer_window - opts["reserve_tokens"], pi_release=opts["pi_release"]
         )
         details = prepared.file_ops.details()
         if not prepared.messages:
             summary_text = NO_BRANCH_CONTENT
         else:
-            prompts = prompts or DEFAULT_PROMPTS
+            prompts = opts["prompts"] or DEFAULT_PROMPTS
             generated = generate_summary(
                 prepared.messages,
                 model,
@@ -927,9 +967,9 @@ def navigate(
                 kind="branch",
                 window=summarizer_window,
                 replace_instructions=replace_instructions,
-                completion=completion,
-                accept_truncated=accept_truncated,
-                pi_release=pi_release,
+                completion=opts["completion"],
+                accept_truncated=opts["accept_truncated"],
+                pi_release=opts["pi_release"],
             )
             summary_text = (
                 prompts.branch_preamble

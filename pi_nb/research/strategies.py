@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, Unpack, runtime_checkable
 
 from ..compaction import (
     DEFAULT_PROMPTS,
@@ -52,6 +52,7 @@ from ..entries import Entry, Message, js_len
 from ..hooks import CONTEXT, Event, Hooks
 from ..messages import content_text, convert_to_llm
 from ..models.extractive import extractive_summary
+from ..options import keyword_options
 from ..policies.pins import PinPolicy, pin
 from ..policies.pruning import RelevancePruner
 from ..projection import Projection, apply_edit, entry_messages
@@ -73,6 +74,7 @@ __all__ = [
     "RelevancePruning",
     "SlidingWindow",
     "Strategy",
+    "StrategyOptions",
     "StrategyRequest",
     "StrategyResult",
     "StrategyRun",
@@ -225,10 +227,23 @@ class StrategyResult:
 # --- the protocol ---------------------------------------------------------------------------
 
 
+class StrategyOptions(TypedDict, total=False):
+    """The keywords of :meth:`Compactor.compact` besides ``fork_id``: the summarizing
+    ``model`` (required unless the strategy calls none), its ``settings`` (default
+    :class:`CompactionSettings`), ``prompts``, ``completion`` (the model call) and
+    ``window``. A built-in strategy receives them as a :class:`StrategyRequest`."""
+
+    model: str | None
+    settings: CompactionSettings | None
+    prompts: PromptSet | None
+    completion: Callable[..., Message] | None
+    window: int | None
+
+
 @dataclass(frozen=True)
 class StrategyRequest:
-    """The keyword arguments of one :meth:`Compactor.compact` call, as the built-in
-    strategies receive them (:meth:`Strategy.apply`)."""
+    """The keyword arguments of one :meth:`Compactor.compact` call (:class:`StrategyOptions`,
+    defaults filled), as the built-in strategies receive them (:meth:`Strategy.apply`)."""
 
     model: str
     settings: CompactionSettings | None = None
@@ -264,15 +279,7 @@ class Compactor(Protocol):
     name: str
 
     def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str,
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
+        self, tree: SessionTree, *, fork_id: str | None = None, **request: Unpack[StrategyOptions]
     ) -> StrategyResult: ...
 
 
@@ -287,24 +294,17 @@ class Strategy(Compactor):
     needs_model: ClassVar[bool] = True
 
     def compact(
-        self,
-        tree: SessionTree,
-        *,
-        model: str | None = None,
-        settings: CompactionSettings | None = None,
-        prompts: PromptSet | None = None,
-        fork_id: str | None = None,
-        completion: Callable[..., Message] | None = None,
-        window: int | None = None,
+        self, tree: SessionTree, *, fork_id: str | None = None, **request: Unpack[StrategyOptions]
     ) -> StrategyResult:
+        function = f"{type(self).__name__}.compact"
+        options = keyword_options(function, request, StrategyOptions)
+        model = options["model"]
         if model is None:
             if self.needs_model:  # as when ``model`` was a required keyword
-                raise TypeError(
-                    f"{type(self).__name__}.compact() missing required keyword argument: 'model'"
-                )
-            model = ""
+                raise TypeError(f"{function}() missing required keyword argument: 'model'")
+            model = options["model"] = ""
         run = StrategyRun(self.name, tree, fork_id, changes=self.changes)
-        result = self.apply(run, StrategyRequest(model, settings, prompts, completion, window))
+        result = self.apply(run, StrategyRequest(**options))
         if result.model is None and model:
             result.model = model  # the built-in strategies call request.model
         return result

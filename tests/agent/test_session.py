@@ -376,6 +376,28 @@ def test_cli_compact_preview_and_commit(tmp_path):
     assert compact_cli(str(tmp_path / "missing.jsonl"), err=io.StringIO()) == 2
 
 
+def test_cli_functions_forward_the_session_keywords_and_refuse_positional_ones(tmp_path):
+    # The session's keywords are declared once (Session); the CLI functions pass them on
+    # by name. A value given by position (once ``model``) is refused before anything runs.
+    path = tmp_path / "c.jsonl"
+    err = io.StringIO()
+    with pytest.raises(TypeError, match="positional"):
+        run_prompt_cli(str(path), "hi", "pinb/scripted")
+    with pytest.raises(TypeError, match="positional"):
+        compact_cli(str(path), False, "pinb/scripted")
+    assert not path.exists()
+    status = run_prompt_cli(
+        str(path), "hi", model="pinb/scripted", window=4096, reserve=600, keep=40, api_base=None,
+        no_tools=True, stream_to=io.StringIO(), err=err, script=["hello"],
+    )
+    assert status == 0, err.getvalue()
+    replies = [
+        e["message"] for e in map(json.loads, path.read_text().splitlines())
+        if e.get("type") == "message" and e["message"]["role"] == "assistant"
+    ]
+    assert [(m["provider"], m["model"]) for m in replies] == [("pinb", "scripted")]
+
+
 def test_window_and_budgets_from_the_model(tmp_path):
     small = Session.in_memory(tmp_path, model="pinb/smollm2")
     assert small.window == 2048

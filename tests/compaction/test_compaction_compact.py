@@ -108,6 +108,22 @@ def test_nothing_to_compact_and_already_compacted(tree, fake):
 
 
 @pytest.mark.parametrize(
+    ("call", "keyword"),
+    [(compact, "focuss"), (preview_compaction, "focuss"), (preview_compaction, "will_retry")],
+)
+def test_an_unknown_keyword_fails_by_name_before_anything_is_sent_or_written(
+    tree, session_path, fake, call, keyword
+):
+    # The options are one declared family (CompactOptions; a preview's lacks will_retry).
+    long_session(tree, 4)
+    data = session_path.read_bytes()
+    message = rf"^{call.__name__}\(\) got an unexpected keyword argument '{keyword}'$"
+    with pytest.raises(TypeError, match=message):
+        call(tree, "fake/m", settings=KEEP, completion=fake, **{keyword: True})
+    assert fake.calls == 0 and session_path.read_bytes() == data
+
+
+@pytest.mark.parametrize(
     ("release", "budgets", "prefix_focus"),
     [
         # Pi 1.6.0: no reserve-derived cap; the model's output limit (gpt-4o: 16384) fitted

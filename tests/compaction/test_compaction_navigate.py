@@ -286,3 +286,17 @@ def test_branch_summary_reads_context_edits_under_pi_1_6(tree, fake, release):
     roles = [m["role"] for m in prepared.messages]
     # the omitted assistant reply is not read at all under 1.6
     assert roles.count("assistant") == (2 if release == "1.6" else 3)
+
+
+def test_navigate_refuses_an_unknown_keyword_by_name_and_moves_nothing(tree, session_path, fake):
+    # The options are one declared family (NavigateOptions): a misspelt one is a TypeError,
+    # before the leaf moves, a hook runs or a summary is asked for.
+    root, _branch_a = _two_branches(tree)
+    leaf, data = tree.leaf_id, session_path.read_bytes()
+    with pytest.raises(TypeError, match=r"^navigate\(\) got an unexpected keyword argument 'sumarize'$"):
+        navigate(tree, root[-1]["id"], sumarize=True, model="m", completion=fake)
+    assert tree.leaf_id == leaf and session_path.read_bytes() == data and fake.calls == 0
+    # the declared defaults still apply: a summary with the default reserve and release
+    result = navigate(tree, root[-1]["id"], summarize=True, model="m", window=200000, completion=fake)
+    assert fake.calls == 1 and result.summary_entry["type"] == "branch_summary"
+    assert result.budget_rule.startswith("pi-1.6")

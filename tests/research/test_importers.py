@@ -322,3 +322,30 @@ def test_bundled_samples_match_the_fixtures(transcripts: Path) -> None:
         ("openai", "openai_messages.json"),
     ]:
         assert Path(sample_transcript(kind)).read_bytes() == (transcripts / name).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("importer", "name"),
+    [(import_claude_code, "claude_code_session.jsonl"), (import_codex, "codex_rollout.jsonl")],
+)
+def test_importers_keep_every_importers_signature_and_write_nothing_on_a_wrong_keyword(
+    importer, name: str, transcripts: Path, tmp_path: Path
+) -> None:
+    import inspect
+
+    # The shared signature is declared once (transcript_importer); introspection shows it,
+    # not the body's, and the name and docstring are the importer's own.
+    assert inspect.signature(importer) == inspect.signature(import_pi)
+    assert importer.__name__ in repr(importer) and "every importer's" in importer.__doc__
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'cost'$"):
+        importer(transcripts / name, out, cost=True)
+    with pytest.raises(TypeError, match=r"takes from 1 to 2 positional arguments but 3"):
+        importer(transcripts / name, out, True)
+    assert not out.exists()
+    # out, costs and overwrite still reach the write: a second import refuses, then replaces
+    first = importer(transcripts / name, out, costs=False).tree
+    with pytest.raises(TranscriptImportError, match="output file already exists"):
+        importer(transcripts / name, out)
+    again = importer(transcripts / name, out, overwrite=True).tree
+    assert again.path == first.path and [e["id"] for e in again.entries] == [e["id"] for e in first.entries]

@@ -322,3 +322,22 @@ def test_strategy_cost_is_unknown_not_zero_when_the_model_has_no_price(history) 
     # … and 0.0 only when nothing was called.
     nothing = SlidingWindow(keep_tokens=100_000).compact(tree, model=MODEL)
     assert nothing.calls == 0 and nothing.cost == 0.0 and nothing.cost_note is None
+
+
+def test_compact_keywords_are_checked_by_name_and_nothing_is_appended(history) -> None:
+    # The keywords are declared once (StrategyOptions): a misspelt one fails by name,
+    # a model-calling strategy still requires ``model``, and the tree is left as it was.
+    tree, _ids = history
+    count, leaf = len(tree.entries), tree.leaf_id
+    with pytest.raises(TypeError, match=r"compact\(\) got an unexpected keyword argument 'windw'$"):
+        PiSummary().compact(tree, model=MODEL, windw=100)
+    with pytest.raises(TypeError, match=r"compact\(\) missing required keyword argument: 'model'$"):
+        PiSummary().compact(tree, settings=SETTINGS)
+    with pytest.raises(TypeError, match=r"compact\(\) got an unexpected keyword argument 'fork'$"):
+        ObservationMasking(keep_last=2).compact(tree, fork=leaf)
+    assert (len(tree.entries), tree.leaf_id) == (count, leaf)
+    # every declared keyword still reaches the strategy (the defaults unchanged)
+    result = PiSummary().compact(
+        tree, model=MODEL, settings=SETTINGS, prompts=None, completion=None, window=None, fork_id=leaf
+    )
+    assert result.compacted and result.model == MODEL and result.fork_id == leaf

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ...entries import CURRENT_SESSION_VERSION, Entry, Message, empty_usage, iso_to_ms
 
@@ -40,10 +40,12 @@ __all__ = [
     "ImportResult",
     "StrPath",
     "TranscriptImportError",
+    "TranscriptImporter",
     "TreeBuilder",
     "read_json_lines",
     "read_records",
     "stable_ids",
+    "transcript_importer",
 ]
 
 #: customType prefix of entries that keep records the importer did not map.
@@ -629,3 +631,45 @@ def image_block(url: str) -> dict[str, Any]:
     if match:
         return {"type": "image", "mimeType": match.group(1), "data": match.group(2)}
     return {"type": "text", "text": f"[image: {url}]"}
+
+
+#: The entry reader of a format (its ``_Importer``): built from the builder and ``costs``.
+_Reader = TypeVar("_Reader")
+
+
+class TranscriptImporter(Protocol):
+    """Every importer's signature (see :func:`~pi_nb.research.importers.import_transcript`)."""
+
+    def __call__(
+        self, src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
+    ) -> ImportResult: ...
+
+
+def transcript_importer(
+    fmt: str, reader: Callable[[TreeBuilder, bool], _Reader]
+) -> Callable[[Callable[[str, ImportReport, _Reader], dict[str, Any]]], TranscriptImporter]:
+    """Make ``body(source, report, reader)`` an importer of ``fmt`` transcripts with every
+    importer's signature ``(src, out=None, *, costs=False, overwrite=False)``.
+
+    The importer starts the import (:func:`start_import`; ``reader`` is
+    ``reader(builder, costs)``), lets ``body`` read ``source`` into the builder, and writes
+    the session with the :meth:`TreeBuilder.write` keywords ``body`` returns (``cwd``,
+    ``session_id``, ``leaf``). Declared once so that the importers' shared opening and
+    ending, and their keywords, are not re-written in each.
+    """
+
+    def wrap(body: Callable[[str, ImportReport, _Reader], dict[str, Any]]) -> TranscriptImporter:
+        def run(
+            src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
+        ) -> ImportResult:
+            source, report, builder = start_import(src, fmt)
+            placement = body(source, report, reader(builder, costs))
+            tree = builder.write(out, overwrite=overwrite, **placement)
+            return ImportResult(tree, report)
+
+        # Not functools.wraps: its __wrapped__ would make inspect.signature show the body's.
+        for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(run, name, getattr(body, name))
+        return run
+
+    return wrap

@@ -35,15 +35,14 @@ from typing import Any
 
 from ...entries import Entry, Message
 from ._base import (
-    ImportResult,
-    StrPath,
+    ImportReport,
     TranscriptImportError,
     TreeBuilder,
     finish_compactions,
     pi_usage,
     read_records,
-    start_import,
     text_blocks,
+    transcript_importer,
 )
 
 __all__ = ["import_claude_code"]
@@ -315,13 +314,11 @@ class _Importer:
         return entry
 
 
-def import_claude_code(
-    src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
-) -> ImportResult:
+@transcript_importer("claude-code", _Importer)
+def import_claude_code(source: str, report: ImportReport, importer: _Importer) -> dict[str, Any]:
     """Import the Claude Code JSONL transcript ``src`` as a Pi session (the arguments are
     every importer's: see :func:`~pi_nb.research.importers.import_transcript`)."""
-    source, report, builder = start_import(src, "claude-code")
-    importer = _Importer(builder, costs)
+    builder = importer.b
     lines = read_records(source, report)
     records: list[tuple[int, dict[str, Any]]] = []
     for number, value, raw in lines:
@@ -385,7 +382,4 @@ def import_claude_code(
             f"{unsummarized} compact_boundary record(s) without the summary record after them "
             "(the compaction's summary says so)"
         )
-    tree = builder.write(
-        out, cwd=cwd, session_id=session_id, leaf=importer.main_leaf, overwrite=overwrite
-    )
-    return ImportResult(tree, report)
+    return {"cwd": cwd, "session_id": session_id, "leaf": importer.main_leaf}

@@ -44,16 +44,15 @@ from typing import Any
 
 from ...entries import Entry, Message
 from ._base import (
-    ImportResult,
-    StrPath,
+    ImportReport,
     TranscriptImportError,
     TreeBuilder,
     finish_compactions,
     image_block,
     pi_usage,
     read_records,
-    start_import,
     text_blocks,
+    transcript_importer,
 )
 
 __all__ = ["import_codex"]
@@ -385,13 +384,11 @@ class _Importer:
         self.chain(self.b.message(result, self.last, stamp))
 
 
-def import_codex(
-    src: StrPath, out: StrPath | None = None, *, costs: bool = False, overwrite: bool = False
-) -> ImportResult:
+@transcript_importer("codex", _Importer)
+def import_codex(source: str, report: ImportReport, importer: _Importer) -> dict[str, Any]:
     """Import the Codex CLI rollout JSONL file ``src`` as a Pi session (the arguments are
     every importer's: see :func:`~pi_nb.research.importers.import_transcript`)."""
-    source, report, builder = start_import(src, "codex")
-    importer = _Importer(builder, costs)
+    builder = importer.b
     seen_item = False
     first = True
     rows = read_records(source, report)
@@ -423,11 +420,4 @@ def import_codex(
     finish_compactions(builder, importer.compactions, "Codex")
     if importer.cwd is None:
         report.warnings.append("the rollout names no working directory: cwd is the current one")
-    tree = builder.write(
-        out,
-        cwd=importer.cwd,
-        session_id=importer.session_id,
-        leaf=importer.last,
-        overwrite=overwrite,
-    )
-    return ImportResult(tree, report)
+    return {"cwd": importer.cwd, "session_id": importer.session_id, "leaf": importer.last}
