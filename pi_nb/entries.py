@@ -1,13 +1,15 @@
 """Entry and message shapes, ids and timestamps, with JavaScript-compatible helpers.
 
 Entries are plain dicts exactly as they appear on disk (so unknown fields survive a round
-trip); the TypedDicts below document the known shapes. :func:`path_to` walks their
+trip); the TypedDicts below (:data:`ENTRY_SHAPES`) are the known shapes, which the typed
+appends of :class:`~pi_nb.session.tree.SessionTree` return. :func:`path_to` walks their
 ``parentId`` links. This is the bottom layer of pi_nb (it imports nothing of pi_nb): the
 session store, the projection, the token accounting and the message conversion all build on
 it, which is why it sits beside ``session/`` rather than inside it.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: Python 3.11's TypedDict sees NotRequired
+# only in evaluated annotations (with postponed ones every key would count as required).
 
 import json
 import math
@@ -18,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Container, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import msgspec
 
@@ -81,27 +83,95 @@ class Usage(TypedDict, total=False):
     cost: dict[str, float]
 
 
-class CompactionEntry(TypedDict, total=False):
-    type: Literal["compaction"]
+class EntryBase(TypedDict):
+    """The fields every non-header line has (Pi's entry base)."""
+
+    type: str
     id: str
     parentId: str | None
     timestamp: str
+
+
+class MessageEntry(EntryBase):
+    message: Message
+
+
+class ThinkingLevelChangeEntry(EntryBase):
+    thinkingLevel: str
+
+
+class ModelChangeEntry(EntryBase):
+    provider: str
+    modelId: str
+
+
+class CompactionEntry(EntryBase):
     summary: str
     firstKeptEntryId: str
     tokensBefore: int
-    details: Any
+    details: NotRequired[Any]
+    usage: NotRequired[Usage]
+    fromHook: NotRequired[bool]
+    systemMessage: NotRequired[Message]
+
+
+class BranchSummaryEntry(EntryBase):
+    fromId: str
+    summary: str
+    details: NotRequired[Any]
+    usage: NotRequired[Usage]
+    fromHook: NotRequired[bool]
+
+
+class CustomEntry(EntryBase):
+    customType: str
+    data: NotRequired[Any]
+
+
+class CustomMessageEntry(EntryBase):
+    customType: str
+    content: str | list[dict[str, Any]]
+    display: bool
+    details: NotRequired[Any]
+
+
+class LabelEntry(EntryBase):
+    targetId: str
+    label: NotRequired[str]
+
+
+class SessionInfoEntry(EntryBase):
+    name: NotRequired[str]
+
+
+class UsageEntry(EntryBase):
+    kind: str
+    provider: str
+    model: str
     usage: Usage
-    fromHook: bool
-    systemMessage: Message
+    note: NotRequired[str]
 
 
-class ContextEditEntry(TypedDict):
-    type: Literal["context_edit"]
-    id: str
-    parentId: str | None
-    timestamp: str
+class ContextEditEntry(EntryBase):
     targetId: str
     replacement: dict[str, Any] | None
+
+
+#: The payload shape of each known entry type (tests check written and Pi-written entries
+#: against them); an entry of another type is kept as it is.
+ENTRY_SHAPES: dict[str, type] = {
+    "message": MessageEntry,
+    "thinking_level_change": ThinkingLevelChangeEntry,
+    "model_change": ModelChangeEntry,
+    "compaction": CompactionEntry,
+    "branch_summary": BranchSummaryEntry,
+    "custom": CustomEntry,
+    "custom_message": CustomMessageEntry,
+    "label": LabelEntry,
+    "session_info": SessionInfoEntry,
+    "usage": UsageEntry,
+    "context_edit": ContextEditEntry,
+}
 
 
 def empty_usage() -> Usage:

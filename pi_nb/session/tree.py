@@ -14,13 +14,24 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from ..display import to_html
 from ..entries import (
     CURRENT_SESSION_VERSION,
+    BranchSummaryEntry,
+    CompactionEntry,
+    ContextEditEntry,
+    CustomEntry,
+    CustomMessageEntry,
     Entry,
+    LabelEntry,
     Message,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+    UsageEntry,
     iso_to_ms,
     message_role,
     new_entry_id,
@@ -824,26 +835,29 @@ class SessionTree:
         return self._flushed
 
     @_serialized
-    def append_message(self, message: Message) -> Entry:
+    def append_message(self, message: Message) -> MessageEntry:
         """Append a user / assistant / toolResult / bashExecution / system / custom message."""
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise SessionError("a message is a dict with a string 'role'")
-        return self._append("message", message=message)
+        return cast(MessageEntry, self._append("message", message=message))
 
     @_serialized
-    def append_thinking_level_change(self, level: str) -> Entry:
-        return self._append("thinking_level_change", thinkingLevel=level)
+    def append_thinking_level_change(self, level: str) -> ThinkingLevelChangeEntry:
+        entry = self._append("thinking_level_change", thinkingLevel=level)
+        return cast(ThinkingLevelChangeEntry, entry)
 
     @_serialized
-    def append_model_change(self, provider: str, model_id: str) -> Entry:
-        return self._append("model_change", provider=provider, modelId=model_id)
+    def append_model_change(self, provider: str, model_id: str) -> ModelChangeEntry:
+        entry = self._append("model_change", provider=provider, modelId=model_id)
+        return cast(ModelChangeEntry, entry)
 
     @_serialized
     def append_usage(
         self, kind: str, provider: str, model: str, usage: dict[str, Any], note: str | None = None
-    ) -> Entry:
+    ) -> UsageEntry:
         noted = {"note": note} if note else {}
-        return self._append("usage", kind=kind, provider=provider, model=model, usage=usage, **noted)
+        entry = self._append("usage", kind=kind, provider=provider, model=model, usage=usage, **noted)
+        return cast(UsageEntry, entry)
 
     @_serialized
     def append_compaction(
@@ -854,10 +868,10 @@ class SessionTree:
         details: Any = None,
         from_hook: bool | None = None,
         usage: dict[str, Any] | None = None,
-    ) -> Entry:
+    ) -> CompactionEntry:
         """Append a compaction checkpoint; ``first_kept_entry_id=None`` keeps nothing."""
         entry = self.compaction_entry(summary, first_kept_entry_id, tokens_before, details, from_hook, usage)
-        return self.append_entry(entry)
+        return cast(CompactionEntry, self.append_entry(cast(Entry, entry)))
 
     @_serialized
     def compaction_entry(
@@ -870,7 +884,7 @@ class SessionTree:
         usage: dict[str, Any] | None,
         *,
         draft: bool = False,
-    ) -> Entry:
+    ) -> CompactionEntry:
         """The compaction entry :meth:`append_compaction` writes, child of the leaf (not
         appended). ``draft=True`` (a preview): a fresh random id and the wall-clock time,
         so that drafting draws nothing from the tree's own id source and clock.
@@ -896,21 +910,21 @@ class SessionTree:
         entry.update(_present(details=details, usage=usage, fromHook=from_hook))
         if system is not None:
             entry["systemMessage"] = {**system, "timestamp": iso_to_ms(entry["timestamp"])}
-        return entry
+        return cast(CompactionEntry, entry)
 
     @_serialized
-    def append_custom(self, custom_type: str, data: Any = None) -> Entry:
+    def append_custom(self, custom_type: str, data: Any = None) -> CustomEntry:
         """Extension state that never enters the context."""
         entry: Entry = {"type": "custom", "customType": custom_type}
         if data is not None:
             entry["data"] = data
         entry.update(self._base("custom"))
-        return self.append_entry(entry)
+        return cast(CustomEntry, self.append_entry(entry))
 
     @_serialized
     def append_custom_message(
         self, custom_type: str, content: Any, display: bool = True, details: Any = None
-    ) -> Entry:
+    ) -> CustomMessageEntry:
         """A message from an extension that enters the context as a user message."""
         entry: Entry = {
             "type": "custom_message",
@@ -921,11 +935,11 @@ class SessionTree:
         if details is not None:
             entry["details"] = details
         entry.update(self._base("custom_message"))
-        return self.append_entry(entry)
+        return cast(CustomMessageEntry, self.append_entry(entry))
 
     @_serialized
-    def append_session_info(self, name: str) -> Entry:
-        return self._append("session_info", name=_collapse_newlines(name))
+    def append_session_info(self, name: str) -> SessionInfoEntry:
+        return cast(SessionInfoEntry, self._append("session_info", name=_collapse_newlines(name)))
 
     @property
     def name(self) -> str | None:
@@ -937,13 +951,15 @@ class SessionTree:
         return None
 
     @_serialized
-    def append_label(self, target_id: str, label: str | None) -> Entry:
+    def append_label(self, target_id: str, label: str | None) -> LabelEntry:
         """Set (or with None / "" clear) the label of an entry; the last label wins."""
         self.entry(target_id)
-        return self._append("label", targetId=target_id, **_present(label=label))
+        return cast(LabelEntry, self._append("label", targetId=target_id, **_present(label=label)))
 
     @_serialized
-    def append_context_edit(self, target_id: str, replacement: dict[str, Any] | None) -> Entry:
+    def append_context_edit(
+        self, target_id: str, replacement: dict[str, Any] | None
+    ) -> ContextEditEntry:
         """Replace (``{"content": ...}``) or omit (None) one earlier message in the context.
 
         Validated like Pi 1.3: the target exists, is on the active branch, and is a
@@ -971,7 +987,8 @@ class SessionTree:
             and isinstance(replacement["content"], str)
         ):
             replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
-        return self._append("context_edit", targetId=target_id, replacement=replacement)
+        entry = self._append("context_edit", targetId=target_id, replacement=replacement)
+        return cast(ContextEditEntry, entry)
 
     @_serialized
     def branch_with_summary(
@@ -981,7 +998,7 @@ class SessionTree:
         details: Any = None,
         from_hook: bool | None = None,
         usage: dict[str, Any] | None = None,
-    ) -> Entry:
+    ) -> BranchSummaryEntry:
         """Move the leaf to ``target_id`` (None = before the root) and append a branch summary.
 
         ``fromId`` records the abandoned leaf (Pi 1.3), or "root".
@@ -991,7 +1008,8 @@ class SessionTree:
         from_id = self._leaf_id or "root"
         self._leaf_id = target_id
         optional = _present(details=details, usage=usage, fromHook=from_hook)
-        return self._append("branch_summary", fromId=from_id, summary=summary, **optional)
+        entry = self._append("branch_summary", fromId=from_id, summary=summary, **optional)
+        return cast(BranchSummaryEntry, entry)
 
     # --- forks --------------------------------------------------------------------------
 
