@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import Any
 
-from pinb_testkit import assistant, tool_call, tool_result, user
+from pinb_testkit import assistant, summary_reply, tool_call, tool_result, user
 
 _FACT = re.compile(r"FACT-[A-Za-z0-9]+")
 
@@ -51,26 +50,12 @@ class FakeModel:
         return self.requests[index]["messages"][-1]["content"]
 
 
+#: What the fake summary replies of the compaction tests cost (priced, so sums show).
+PRICED = {"input": 0.01, "output": 0.02, "cacheRead": 0, "cacheWrite": 0, "total": 0.03}
+
+
 def reply_message(text: str, *, stop: str = "stop", prompt_chars: int = 400, **extra: Any) -> dict:
-    msg = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "api": "fake",
-        "provider": "fake",
-        "model": "fake",
-        "usage": {
-            "input": math.ceil(prompt_chars / 4),
-            "output": math.ceil(len(text) / 4),
-            "cacheRead": 0,
-            "cacheWrite": 0,
-            "totalTokens": math.ceil(prompt_chars / 4) + math.ceil(len(text) / 4),
-            "cost": {"input": 0.01, "output": 0.02, "cacheRead": 0, "cacheWrite": 0, "total": 0.03},
-        },
-        "stopReason": stop,
-        "timestamp": 1,
-    }
-    msg.update(extra)
-    return msg
+    return summary_reply(text, stop=stop, prompt_chars=prompt_chars, cost=dict(PRICED), **extra)
 
 
 def add_turn(tree, text: str, *, steps: list[tuple[str, dict, str]] = (), reply: str = "done"):

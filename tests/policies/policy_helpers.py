@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from pinb_testkit import assistant, tool_call, tool_result, user
+from pinb_testkit import assistant, summary_reply, tool_call, tool_result, user
 
 MODEL = "pinb/scripted"
 
 
 def reply(text: str, prompt_chars: int = 400) -> dict[str, Any]:
-    """A Pi assistant message, as a summary completion returns it."""
-    return {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "api": "fake",
-        "provider": "fake",
-        "model": "fake",
-        "usage": {
-            "input": math.ceil(prompt_chars / 4),
-            "output": math.ceil(len(text) / 4),
-            "cacheRead": 0,
-            "cacheWrite": 0,
-            "totalTokens": math.ceil(prompt_chars / 4) + math.ceil(len(text) / 4),
-            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
-        },
-        "stopReason": "stop",
-        "timestamp": 1,
-    }
+    """A Pi assistant message, as a summary completion returns it (costing nothing)."""
+    return summary_reply(text, prompt_chars=prompt_chars)
 
 
 class Forgetful:
