@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from agent_helpers import script_of, texts, turn_requests
+from pinb_testkit import wordy_summary
 
 from pi_nb.agent import OVERFLOW_RECOVERY_FAILED, RetryPolicy, Session
 from pi_nb.agent.cli import compact_cli, run_prompt_cli
@@ -487,13 +488,7 @@ def _wordy_hooks():
     from pi_nb.hooks import Hooks
 
     hooks = Hooks()
-
-    def wordy(event):
-        prep = event.preparation
-        summary = "## Goal\n" + "very long notes " * 800
-        return {"compaction": {"summary": summary, "firstKeptEntryId": prep.first_kept_entry_id, "tokensBefore": prep.tokens_before}}
-
-    hooks.on("session_before_compact", wordy)
+    hooks.on("session_before_compact", wordy_summary)
     return hooks
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from pinb_testkit import pi_turn_lines
 
 pytestmark = pytest.mark.browser
 
@@ -272,19 +273,7 @@ def test_follow_mode_updates_the_view_as_another_process_writes(
             'print(f"LEAF={tree.leaf_id} FOLLOWERS={len(alive)}")',
         ],
     )
-    user = {"type": "message", "id": "f0000001", "parentId": "1a2b3c1b",
-            "timestamp": "2026-03-02T09:40:00.000Z",
-            "message": {"role": "user", "content": "FOLLOWED-PROMPT add JPY", "timestamp": 1}}
-    reply = {"type": "message", "id": "f0000002", "parentId": "f0000001",
-             "timestamp": "2026-03-02T09:40:05.000Z",
-             "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}],
-                         "provider": "openai", "model": "gpt-4o", "stopReason": "stop",
-                         "usage": {"input": 4100, "output": 20, "cacheRead": 0,
-                                   "cacheWrite": 0, "totalTokens": 4120}, "timestamp": 2}}
-    compaction = {"type": "compaction", "id": "f0000003", "parentId": "f0000002",
-                  "timestamp": "2026-03-02T09:40:09.000Z", "summary": "FOLLOWED-SUMMARY of JPY",
-                  "firstKeptEntryId": "f0000002", "tokensBefore": 4120}  # fmt: skip
-    lines = [json.dumps(e, separators=(",", ":")) + "\n" for e in (user, reply, compaction)]
+    lines = pi_turn_lines("1a2b3c1b", "FOLLOWED-PROMPT add JPY", "FOLLOWED-SUMMARY of JPY")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page = browser_context.new_page()
     errors: list[str] = []

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.testing import globalipapp  # its get_ipython, looked up at call time
+from pinb_testkit import wordy_summary
 
 import pi_nb
 from pi_nb.notebook import magics as magics_module
@@ -753,17 +754,7 @@ def test_new_refuses_a_missing_folder(ip: Any, tmp_path: Path) -> None:
 def _supply_a_wordy_summary(session: Any) -> None:
     """A session_before_compact hook whose summary is far longer than the history it replaces."""
 
-    def wordy(event: Any) -> dict[str, Any]:
-        prep = event.preparation
-        return {
-            "compaction": {
-                "summary": "## Goal\n" + "very long notes " * 800,
-                "firstKeptEntryId": prep.first_kept_entry_id,
-                "tokensBefore": prep.tokens_before,
-            }
-        }
-
-    session.hooks.on("session_before_compact", wordy)
+    session.hooks.on("session_before_compact", wordy_summary)
 
 
 def test_a_compaction_that_grows_the_context_says_so_in_compact_and_diff(

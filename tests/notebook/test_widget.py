@@ -20,6 +20,7 @@ from typing import Any
 import comm
 import pytest
 from comm.base_comm import BaseComm
+from pinb_testkit import pi_turn_lines, wordy_summary
 
 from pi_nb.compaction.compact import CompactionResult, NavigateResult
 from pi_nb.notebook import widget_state as ws
@@ -488,18 +489,8 @@ def test_status_line_shows_growth_on_the_diff_basis_and_hook_failures(tmp_path: 
     def broken(event: Any) -> None:
         raise RuntimeError("policy bug")
 
-    def wordy(event: Any) -> dict[str, Any]:
-        prep = event.preparation
-        return {
-            "compaction": {
-                "summary": "## Goal\n" + "very long notes " * 800,
-                "firstKeptEntryId": prep.first_kept_entry_id,
-                "tokensBefore": prep.tokens_before,
-            }
-        }
-
     session.hooks.on("session_before_compact", broken)
-    session.hooks.on("session_before_compact", wordy)
+    session.hooks.on("session_before_compact", wordy_summary)
     widget = SessionExplorer(session)
     try:
         status = widget.perform({"action": "compact"})
@@ -560,20 +551,7 @@ for line in sys.stdin:  # each stdin line is raw text to append; answer when it 
 
 
 def _pi_lines(parent: str) -> list[str]:
-    """What Pi appends for one turn and a compaction (JSON lines, chained from ``parent``)."""
-    user = {"type": "message", "id": "f0000001", "parentId": parent,
-            "timestamp": "2026-03-02T09:40:00.000Z",
-            "message": {"role": "user", "content": "Add JPY. " * 30, "timestamp": 1}}
-    reply = {"type": "message", "id": "f0000002", "parentId": "f0000001",
-             "timestamp": "2026-03-02T09:40:05.000Z",
-             "message": {"role": "assistant", "content": [{"type": "text", "text": "Done."}],
-                         "provider": "openai", "model": "gpt-4o", "stopReason": "stop",
-                         "usage": {"input": 4100, "output": 20, "cacheRead": 0,
-                                   "cacheWrite": 0, "totalTokens": 4120}, "timestamp": 2}}
-    compaction = {"type": "compaction", "id": "f0000003", "parentId": "f0000002",
-                  "timestamp": "2026-03-02T09:40:09.000Z", "summary": "## Goal\nJPY.",
-                  "firstKeptEntryId": "f0000002", "tokensBefore": 4120}  # fmt: skip
-    return [json.dumps(e, separators=(",", ":")) + "\n" for e in (user, reply, compaction)]
+    return pi_turn_lines(parent, "Add JPY. " * 30, "## Goal\nJPY.")
 
 
 class Appender:
