@@ -191,6 +191,7 @@ class StrategyResult:
 
     def to_dict(self) -> dict[str, Any]:
         usage = self.usage or {}
+        cost, cost_note = self._priced()  # one price lookup for both fields
         return {
             "strategy": self.strategy,
             "compacted": self.compacted,
@@ -201,8 +202,8 @@ class StrategyResult:
             "model_calls": self.calls,
             "input_tokens": int(usage.get("input", 0) or 0) + int(usage.get("cacheRead", 0) or 0),
             "output_tokens": int(usage.get("output", 0) or 0),
-            "cost": self.cost,
-            "cost_note": self.cost_note,
+            "cost": cost,
+            "cost_note": cost_note,
             "wall_time_s": self.wall_time,
             "fork_id": self.fork_id,
             "leaf_id": self.leaf_id,
