@@ -89,3 +89,15 @@ def long_session(tree, turns: int = 6, chars: int = 600) -> list[list[dict]]:
             )
         )
     return out
+
+
+def split_turn_history(tree) -> None:
+    """Two short turns, then one turn whose four large tool results make any small keep
+    budget cut inside it (a split turn)."""
+    long_session(tree, 2, chars=200)
+    add_turn(
+        tree,
+        "big refactor FACT-request",
+        steps=[("read", {"path": f"big{i}.py"}, f"FACT-r{i} " + "B" * 3000) for i in range(4)],
+        reply="refactor finished",
+    )

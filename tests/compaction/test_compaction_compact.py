@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from compaction_helpers import FakeModel, add_turn, long_session, reply_message
+from compaction_helpers import FakeModel, add_turn, long_session, reply_message, split_turn_history
 
 from pi_nb.compaction import (
     AlreadyCompacted,
@@ -136,13 +136,7 @@ def test_an_unknown_keyword_fails_by_name_before_anything_is_sent_or_written(
 def test_split_turn_summarizes_history_and_turn_prefix_separately(
     tree, fake, release, budgets, prefix_focus
 ):
-    long_session(tree, 2, chars=200)
-    add_turn(
-        tree,
-        "big refactor FACT-request",
-        steps=[("read", {"path": f"big{i}.py"}, f"FACT-r{i} " + "B" * 3000) for i in range(4)],
-        reply="refactor finished",
-    )
+    split_turn_history(tree)
     settings = CompactionSettings(keep_recent_tokens=1000, reserve_tokens=2000, pi_release=release)
     result = compact(
         tree, "gpt-4o", settings=settings, window=WINDOW, completion=fake, focus="KEEP-PATHS"

@@ -8,7 +8,7 @@ import importlib.util
 from typing import Any
 
 import pytest
-from compaction_helpers import FakeModel, add_turn, long_session, reply_message
+from compaction_helpers import FakeModel, add_turn, long_session, reply_message, split_turn_history
 
 from pi_nb.compaction import (
     CompactionError,
@@ -54,15 +54,6 @@ def _mock_completion(*replies: Any) -> Any:
     return call
 
 
-def _split_turn(tree) -> None:
-    long_session(tree, 2, chars=200)
-    add_turn(
-        tree,
-        "big refactor FACT-request",
-        steps=[("read", {"path": f"big{i}.py"}, f"FACT-r{i} " + "B" * 3000) for i in range(4)],
-        reply="refactor finished",
-    )
-
 
 # --- 4. empty summaries are refused -------------------------------------------------------------
 
@@ -105,7 +96,7 @@ def test_an_empty_update_summary_is_refused(tree, session_path, fake):
 
 
 def test_an_empty_turn_prefix_summary_is_refused(tree, session_path):
-    _split_turn(tree)
+    split_turn_history(tree)
     data = session_path.read_bytes()
     completion = _mock_completion(
         lambda prompt: "" if "## Original Request" in prompt else "## Goal\nhistory"

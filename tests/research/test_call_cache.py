@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pytest
 
 from pi_nb.compaction import DEFAULT_PROMPTS, CompactionSettings
 from pi_nb.research.cache import CachedCompletion, request_key
@@ -39,16 +38,6 @@ def counting_replay(model: str, messages: list[dict[str, Any]], **kwargs: Any) -
     SENT.append("replay")
     call = {"type": "toolCall", "id": "n1", "name": "read", "arguments": {"path": "a.py"}}
     return {"role": "assistant", "content": [call]}
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> dict[str, str]:
-    out = {}
-    for seed in (1, 2):
-        path = tmp_path / f"s{seed}.jsonl"
-        generate_session(8 + 2 * seed, seed=seed, path=str(path))
-        out[f"s{seed}"] = str(path)
-    return out
 
 
 def _study(sessions: dict[str, str], cache: Path | None, **options: Any) -> Any:

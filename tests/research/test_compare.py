@@ -47,16 +47,6 @@ def broken_summary(messages: list[dict], previous: str | None, instructions: str
     raise ValueError("summarizer exploded")
 
 
-@pytest.fixture
-def sessions(tmp_path: Path) -> dict[str, str]:
-    out = {}
-    for seed in (1, 2):
-        path = tmp_path / f"s{seed}.jsonl"
-        generate_session(8 + 2 * seed, seed=seed, path=str(path))
-        out[f"s{seed}"] = str(path)
-    return out
-
-
 def _stable(frame):
     return frame.drop(columns=VOLATILE).reset_index(drop=True)
 
